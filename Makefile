@@ -1,0 +1,31 @@
+# The two set-up commands of the README. Both create .venv when missing,
+# install torch (the CPU build pip finds on this machine) and lazyrt with its
+# test extras, which builds the Cython extension in place.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.lazyrt-installed
+
+.PHONY: run test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+
+$(STAMP): $(PY) setup.py pyproject.toml lazyrt/_recorder.pyx
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q "Cython>=3.0" numpy
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/lazyrt demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf build *.egg-info lazyrt/*.so lazyrt/_recorder.c $(STAMP)

@@ -1,0 +1,57 @@
+"""Backends: a name, a device, and ``compile(graph) -> Program``.
+
+A ``Program`` has ``run(params) -> list of ndarrays`` (one per graph output)
+and ``kernels`` (how many launches one run makes). Backends never see
+tensors or the recorder, only a :class:`lazyrt.graph.Graph` and buffers.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import BackendError
+
+
+@dataclass
+class BackendEntry:
+    name: str
+    device: str
+    factory: Callable          # () -> backend object
+    available: Callable        # () -> bool
+    why_unavailable: Callable  # () -> str
+    instance: object = None
+
+    def get(self):
+        if self.instance is None:
+            if not self.available():
+                raise BackendError(f"lazyrt: backend {self.name!r} is not available here: "
+                                   f"{self.why_unavailable()}")
+            self.instance = self.factory()
+            self.instance.salt = zlib.crc32(self.name.encode())
+        return self.instance
+
+
+_REGISTRY: dict[str, BackendEntry] = {}
+
+
+def register(name, device, factory, available=lambda: True, why_unavailable=lambda: ""):
+    _REGISTRY[name] = BackendEntry(name, device, factory, available, why_unavailable)
+
+
+def get(name: str):
+    if name not in _REGISTRY:
+        raise BackendError(f"lazyrt: unknown backend {name!r}; known: {sorted(_REGISTRY)}")
+    return _REGISTRY[name].get()
+
+
+def available_backends() -> list[str]:
+    return [n for n, e in _REGISTRY.items() if e.available()]
+
+
+def _register_builtin():
+    from . import reference
+    register("numpy", "cpu", reference.ReferenceBackend)
+
+
+_register_builtin()

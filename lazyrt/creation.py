@@ -1,0 +1,138 @@
+"""Creating tensors: from data (a parameter leaf) or from a fill value.
+
+``tensor`` copies its input (later writes to the source do not leak in);
+``asarray`` shares it when it can, as ``np.asarray`` does. Either way the
+tensor's value is read-only from then on: lazyrt has value semantics.
+
+Default dtypes are NumPy's (float64 for ``zeros``, int64 for ``full(s, 1)``).
+``full``/``zeros``/``ones`` are lazy: a 0-d scalar expanded to the shape,
+fused into whatever consumes it, never allocated on their own. The fill value
+of ``full`` is a runtime parameter (a new value does not recompile).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _recorder as R
+from . import dtypes as D
+from . import ops
+from .errors import ShapeError
+
+
+def _shape_arg(shape, op="zeros") -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(int(d) for d in shape)
+    except TypeError as exc:
+        raise TypeError(f"lazyrt.{op}: shape must be an int or a tuple of ints, "
+                        f"not {shape!r}") from exc
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"lazyrt.{op}: negative dimension in shape {shape}")
+    return shape
+
+
+def _leaf(array: np.ndarray):
+    code = D.code_of(array.dtype)
+    if array.dtype != D.DTYPES[code]:
+        array = array.astype(D.DTYPES[code])
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
+    return R.wrap(R.data_node(array, code))
+
+
+def _from_torch(obj):
+    if obj.requires_grad:
+        obj = obj.detach()
+    return obj.cpu().numpy()
+
+
+def asarray(obj, dtype=None, copy=None):
+    """A tensor over ``obj``'s data (NumPy array, nested list, scalar, CPU torch tensor).
+
+    >>> import lazyrt as lr
+    >>> lr.asarray([1, 2, 3]).dtype
+    dtype('int64')
+    """
+    if isinstance(obj, R.TensorBase):
+        return obj if dtype is None else obj.astype(dtype)
+    if type(obj).__module__.startswith("torch") and hasattr(obj, "detach"):
+        obj = _from_torch(obj)
+    code = None if dtype is None else D.code_of(dtype)
+    if code is None and isinstance(obj, (bool, int, float)):
+        code = D.default_dtype_of_scalar(obj)
+    arr = np.array(obj, dtype=None if code is None else D.DTYPES[code], copy=copy)
+    if arr.dtype == object:
+        raise TypeError(f"lazyrt.asarray: cannot make a tensor from {type(obj).__name__} "
+                        "(ragged or non-numeric data)")
+    return _leaf(arr)
+
+
+def tensor(obj, dtype=None):
+    """A tensor holding a copy of ``obj``."""
+    return asarray(obj, dtype=dtype, copy=True)
+
+
+def full(shape, fill_value, dtype=None):
+    """A lazy tensor of ``shape`` filled with ``fill_value`` (a runtime scalar)."""
+    shape = _shape_arg(shape, "full")
+    if isinstance(fill_value, R.TensorBase):
+        raise TypeError("lazyrt.full: fill_value must be a Python scalar")
+    code = D.default_dtype_of_scalar(fill_value) if dtype is None else D.code_of(dtype)
+    value = D.DTYPES[code].type(fill_value).item()
+    scalar = R.scalar_node(value, code, False)
+    return R.wrap(R.record(ops.EXPAND.id, code, shape, (_reshape_scalar(scalar, len(shape)),),
+                           (shape,)))
+
+
+def _reshape_scalar(node, ndim):
+    if ndim == 0:
+        return node
+    return R.record(ops.RESHAPE.id, node.dtype, (1,) * ndim, (node,), ((1,) * ndim,))
+
+
+def zeros(shape, dtype="float64"):
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype="float64"):
+    return full(shape, 1, dtype)
+
+
+def empty(shape, dtype="float64"):
+    """Like ``zeros``: lazyrt never hands out uninitialized memory."""
+    return zeros(shape, dtype)
+
+
+def zeros_like(x, dtype=None):
+    return zeros(x.shape, x.dtype if dtype is None else dtype)
+
+
+def ones_like(x, dtype=None):
+    return ones(x.shape, x.dtype if dtype is None else dtype)
+
+
+def empty_like(x, dtype=None):
+    return zeros_like(x, dtype)
+
+
+def full_like(x, fill_value, dtype=None):
+    return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    """As ``np.arange``; its values are data (a parameter), computed eagerly."""
+    arr = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    if stop is None and step != 1:
+        arr = np.arange(0, start, step)
+    return _leaf(arr if dtype is None else arr.astype(D.DTYPES[D.code_of(dtype)]))
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype="float64"):
+    return _leaf(np.linspace(start, stop, num, endpoint=endpoint,
+                             dtype=D.DTYPES[D.code_of(dtype)]))
+
+
+def eye(n, m=None, k=0, dtype="float64"):
+    return _leaf(np.eye(n, m, k, dtype=D.DTYPES[D.code_of(dtype)]))

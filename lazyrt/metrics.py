@@ -1,0 +1,83 @@
+"""Counters every stage reports to, and a readable report of them.
+
+>>> import lazyrt as lr
+>>> lr.metrics.reset(); _ = (lr.tensor([1.0]) + 1).numpy()
+>>> lr.metrics.snapshot()["graphs_executed"]
+1
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+from . import _recorder
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+_FIELDS = ("graphs_executed", "cache_hits", "cache_misses", "compiles", "compile_time_s",
+           "disk_cache_hits", "kernel_launches", "execute_time_s", "materializations",
+           "graph_cuts")
+
+
+class Metrics:
+    """Process-wide counters. ``ops_recorded`` lives in the Cython recorder."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        for f in _FIELDS:
+            setattr(self, f, 0)
+        self.fallbacks = Counter()
+        self.materialized_at = Counter()
+        _recorder.reset_counters()
+
+    def count_fallback(self, op: str):
+        self.fallbacks[op] += 1
+
+    def count_materialization(self):
+        self.materializations += 1
+        self.materialized_at[user_source_line()] += 1
+
+    def snapshot(self) -> dict:
+        out = {"ops_recorded": _recorder.counters()["ops_recorded"]}
+        out.update({f: getattr(self, f) for f in _FIELDS})
+        out["fallbacks"] = dict(self.fallbacks)
+        out["materialized_at"] = dict(self.materialized_at)
+        return out
+
+    def report(self) -> str:
+        """A text table of every counter, then where materializations came from."""
+        snap = self.snapshot()
+        rows = [(k, _fmt(v)) for k, v in snap.items() if not isinstance(v, dict)]
+        width = max(len(k) for k, _ in rows)
+        lines = ["lazyrt metrics", "-" * (width + 14)]
+        lines += [f"{k:<{width}}  {v:>12}" for k, v in rows]
+        for title, table in (("fallbacks", snap["fallbacks"]),
+                             ("materialized at", snap["materialized_at"])):
+            if table:
+                lines.append(f"{title}:")
+                lines += [f"  {n:>6}  {where}" for where, n in
+                          sorted(table.items(), key=lambda kv: -kv[1])]
+        return "\n".join(lines)
+
+
+def _fmt(v):
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def user_source_line() -> str:
+    """file:line of the innermost frame outside lazyrt (the user's call)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+metrics = Metrics()
+snapshot = metrics.snapshot
+reset = metrics.reset
+report = metrics.report

@@ -1,0 +1,81 @@
+"""Neural-network functions with torch-like signatures, built from lazyrt ops
+so the planner can fuse them (softmax is max, sub, exp, sum, div)."""
+from __future__ import annotations
+
+import math
+
+from . import pointwise as P
+from . import reductions as Rd
+from .creation import asarray
+from .errors import ShapeError
+from .pointwise import _require_float
+
+
+def _t(x):
+    from ._recorder import TensorBase
+    return x if isinstance(x, TensorBase) else asarray(x)
+
+
+def relu(x):
+    """max(x, 0); NaN stays NaN."""
+    x = _t(x)
+    return P.maximum(x, 0)
+
+
+def gelu(x, approximate="none"):
+    """x * Φ(x), exact (erf) or with torch's tanh approximation."""
+    x = _t(x)
+    _require_float("gelu", x)
+    if approximate == "none":
+        return 0.5 * x * (1.0 + P.erf(x * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
+        return 0.5 * x * (1.0 + P.tanh(inner))
+    raise ValueError(f"lazyrt.nn.gelu: approximate must be 'none' or 'tanh', "
+                     f"not {approximate!r}")
+
+
+def silu(x):
+    """x * sigmoid(x)."""
+    x = _t(x)
+    _require_float("silu", x)
+    return x * P.sigmoid(x)
+
+
+def softmax(x, axis=-1):
+    """exp(x - max) / sum(exp(x - max)) along ``axis``."""
+    x = _t(x)
+    _require_float("softmax", x)
+    e = P.exp(x - Rd.max(x, axis, keepdims=True))
+    return e / Rd.sum(e, axis, keepdims=True)
+
+
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along ``axis``, computed stably."""
+    x = _t(x)
+    _require_float("log_softmax", x)
+    shifted = x - Rd.max(x, axis, keepdims=True)
+    return shifted - P.log(Rd.sum(P.exp(shifted), axis, keepdims=True))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the trailing ``normalized_shape`` axes, then scale and shift."""
+    x = _t(x)
+    _require_float("layer_norm", x)
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or x.shape[-k:] != normalized_shape:
+        raise ShapeError(f"lazyrt.nn.layer_norm: normalized_shape {normalized_shape} does "
+                         f"not match the trailing dimensions of input shape {x.shape}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mu = Rd.mean(x, axes, keepdims=True)
+    d = x - mu
+    var = Rd.mean(d * d, axes, keepdims=True)
+    out = d * P.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out

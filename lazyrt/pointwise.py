@@ -1,0 +1,96 @@
+"""Elementwise functions: ``lr.exp(x)``, ``lr.maximum(a, b)``, ``lr.where``...
+
+Each is one recorder call; dtype rules are NumPy's (see :mod:`lazyrt.dtypes`).
+Operators (``a + b``) go straight to the recorder and never pass through here.
+"""
+from __future__ import annotations
+
+from . import _recorder as R
+from . import dtypes as D
+from . import ops
+from .creation import asarray
+from .errors import DTypeError
+
+
+def _tensor(x):
+    return x if isinstance(x, R.TensorBase) else asarray(x)
+
+
+def _unary(op):
+    def fn(x):
+        return R.unary(op.id, _tensor(x))
+    fn.__name__ = op.name
+    fn.__doc__ = f"Elementwise ``{op.name}``, NumPy's dtype rule. {op.doc}".strip()
+    return fn
+
+
+def _binary(op):
+    def fn(a, b):
+        return R.binary(op.id, a, b)
+    fn.__name__ = op.name
+    fn.__doc__ = f"Elementwise ``{op.name}`` with broadcasting. {op.doc}".strip()
+    return fn
+
+
+add, subtract, multiply, divide = (_binary(o) for o in (ops.ADD, ops.SUB, ops.MUL, ops.TRUEDIV))
+floor_divide, remainder, power = (_binary(o) for o in (ops.FLOORDIV, ops.MOD, ops.POW))
+maximum, minimum = _binary(ops.MAXIMUM), _binary(ops.MINIMUM)
+equal, not_equal, less, less_equal, greater, greater_equal = (
+    _binary(o) for o in (ops.EQ, ops.NE, ops.LT, ops.LE, ops.GT, ops.GE))
+bitwise_and, bitwise_or, bitwise_xor = (_binary(o) for o in (ops.BITAND, ops.BITOR, ops.BITXOR))
+logical_and, logical_or = _binary(ops.LOGICAL_AND), _binary(ops.LOGICAL_OR)
+
+negative, abs, exp, log, log1p, expm1 = (
+    _unary(o) for o in (ops.NEG, ops.ABS, ops.EXP, ops.LOG, ops.LOG1P, ops.EXPM1))
+sqrt, rsqrt, sin, cos, tanh, sigmoid, erf = (
+    _unary(o) for o in (ops.SQRT, ops.RSQRT, ops.SIN, ops.COS, ops.TANH, ops.SIGMOID, ops.ERF))
+floor, ceil, round, sign, reciprocal, square = (
+    _unary(o) for o in (ops.FLOOR, ops.CEIL, ops.ROUND, ops.SIGN, ops.RECIPROCAL, ops.SQUARE))
+isnan, isinf, isfinite, logical_not, invert = (
+    _unary(o) for o in (ops.ISNAN, ops.ISINF, ops.ISFINITE, ops.LOGICAL_NOT, ops.INVERT))
+bitwise_not = invert
+
+
+def astype(x, dtype):
+    """``x`` converted to ``dtype`` with C casting rules, like ``ndarray.astype``."""
+    x = _tensor(x)
+    code = D.code_of(dtype)
+    if code == x._node.dtype:
+        return x
+    return R.wrap(R.cast(x._node, code))
+
+
+def where(cond, a, b):
+    """``a`` where ``cond`` is true, else ``b``; all three broadcast together.
+
+    ``a`` and ``b`` promote like ``a + b`` (Python scalars are weak).
+    """
+    cond = astype(_tensor(cond), "bool") if isinstance(cond, R.TensorBase) else \
+        asarray(cond, dtype="bool")
+    if not isinstance(a, (R.TensorBase, bool, int, float)):
+        a = asarray(a)
+    if not isinstance(b, (R.TensorBase, bool, int, float)):
+        b = asarray(b)
+    code = R.binary_dtype(ops.ADD.id, a, b)
+    ta = astype(a if isinstance(a, R.TensorBase) else asarray(a, dtype=D.DTYPES[code]), code)
+    tb = astype(b if isinstance(b, R.TensorBase) else asarray(b, dtype=D.DTYPES[code]), code)
+    shape = R.broadcast_shapes(cond.shape, ta.shape, tb.shape)
+    return R.wrap(R.record(ops.WHERE.id, code, shape, (cond._node, ta._node, tb._node)))
+
+
+def clip(x, min=None, max=None):
+    """``x`` limited to [min, max]; NaN stays NaN, as ``np.clip``."""
+    if min is None and max is None:
+        raise ValueError("lazyrt.clip: give min, max or both")
+    out = _tensor(x)
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return out
+
+
+def _require_float(name, x):
+    if x._node.dtype not in D.FLOATING:
+        raise DTypeError(f"lazyrt.{name}: needs a floating tensor, got {x.dtype} "
+                         f"(shape {x.shape}); cast it with .astype('float32')")

@@ -1,0 +1,193 @@
+"""Barriers: capture, program cache, execution, and binding results back.
+
+``sync(*tensors)`` computes the given tensors (every live pending tensor when
+called with none) as ONE graph: shared subexpressions are computed once. The
+graph key is looked up in the program cache (an LRU of bounded size); on a
+miss the backend compiles the graph. Computed tensors keep their value and
+release the graph behind them.
+
+Environment: ``LAZYRT_BACKEND`` (default backend), ``LAZYRT_PROGRAM_CACHE_SIZE``
+(programs kept in memory, default 1024), ``LAZYRT_MAX_GRAPH_NODES`` (ops
+recorded without a full barrier before the graph is cut, default 100000),
+``LAZYRT_DEBUG=1`` (one line per executed graph on stderr).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+
+from . import _recorder as R
+from . import backends as B
+from .graph import Graph
+from .metrics import metrics
+
+
+class ProgramCache:
+    """graph key -> compiled program, least recently used evicted first."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._programs: OrderedDict[int, object] = OrderedDict()
+
+    def get(self, key):
+        program = self._programs.get(key)
+        if program is not None:
+            self._programs.move_to_end(key)
+        return program
+
+    def put(self, key, program):
+        self._programs[key] = program
+        self._programs.move_to_end(key)
+        while len(self._programs) > self.capacity:
+            self._programs.popitem(last=False)
+
+    def clear(self):
+        self._programs.clear()
+
+    def __len__(self):
+        return len(self._programs)
+
+
+def _env_int(name, default):
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        raise ValueError(f"lazyrt: ${name} must be an integer, got {os.environ[name]!r}")
+
+
+program_cache = ProgramCache(_env_int("LAZYRT_PROGRAM_CACHE_SIZE", 1024))
+_state = threading.local()
+_default_backend = None
+
+
+def _debug_level() -> int:
+    return _env_int("LAZYRT_DEBUG", 0)
+
+
+def default_backend_name() -> str:
+    env = os.environ.get("LAZYRT_BACKEND")
+    if env:
+        return env
+    available = B.available_backends()
+    return "c" if "c" in available else "numpy"
+
+
+def current_backend_name() -> str:
+    name = getattr(_state, "backend", None)
+    return name or _default_backend or default_backend_name()
+
+
+def set_backend(name: str):
+    """Use backend ``name`` from now on (in every thread without a ``with lr.backend``)."""
+    global _default_backend
+    B.get(name)  # fail now, with the reason, if it is unusable
+    _default_backend = name
+
+
+@contextlib.contextmanager
+def backend(name: str):
+    """``with lr.backend("numpy"): ...`` runs barriers inside on that backend.
+
+    Tensors still pending at entry are computed first, on the outer backend,
+    so a graph never straddles two backends.
+    """
+    B.get(name)
+    sync()
+    previous = getattr(_state, "backend", None)
+    _state.backend = name
+    try:
+        yield
+    finally:
+        sync()
+        _state.backend = previous
+
+
+def available_backends() -> list[str]:
+    return B.available_backends()
+
+
+def _execute(nodes: list):
+    if not nodes:
+        return
+    name = current_backend_name()
+    be = B.get(name)
+    t0 = time.perf_counter()
+    cap = R.capture(nodes, be.salt)
+    program = program_cache.get(cap.key)
+    compiled = program is None
+    if compiled:
+        metrics.cache_misses += 1
+        graph = Graph.from_capture(cap)
+        program = be.compile(graph)
+        program_cache.put(cap.key, program)
+    else:
+        metrics.cache_hits += 1
+    cap_nodes = cap.nodes
+    params = [cap_nodes[i].value for i in cap.params]
+    t1 = time.perf_counter()
+    results = program.run(params)
+    t2 = time.perf_counter()
+    metrics.graphs_executed += 1
+    metrics.kernel_launches += program.kernels
+    metrics.execute_time_s += t2 - t1
+    for node, value in zip(nodes, results):
+        if value.flags.writeable:
+            value.flags.writeable = False
+        node.bind(value)
+    if _debug_level() >= 1:
+        print(f"[lazyrt] graph {cap.key:016x} {len(cap_nodes)} nodes, {program.kernels} "
+              f"kernels, {'compiled' if compiled else 'cached'} on {name}, "
+              f"{(t2 - t0) * 1e3:.3f} ms", file=sys.stderr)
+
+
+def materialize(tensor):
+    """Compute one tensor (the barrier behind ``numpy()``, ``item()``, ``print``...)."""
+    metrics.count_materialization()
+    _execute([tensor._node])
+    return tensor._node.value
+
+
+def sync(*tensors):
+    """Compute ``tensors`` — or every live pending tensor — in one graph.
+
+    >>> import lazyrt as lr
+    >>> a = lr.tensor([1.0, 2.0]); b = a * 2; c = b + 1
+    >>> lr.sync(b, c); b.is_pending, c.is_pending
+    (False, False)
+    """
+    full = not tensors
+    if full:
+        tensors = R.live_pending()
+    seen = set()
+    nodes = []
+    for t in tensors:
+        if not isinstance(t, R.TensorBase):
+            raise TypeError(f"lazyrt.sync: expected tensors, got {type(t).__name__}")
+        n = t._node
+        if t.is_pending and id(n) not in seen:
+            seen.add(id(n))
+            nodes.append(n)
+    _execute(nodes)
+    if full:
+        R.full_barrier_done()
+
+
+mark_step = sync
+
+
+def _cut():
+    metrics.graph_cuts += 1
+    R.full_barrier_done()  # first: a failing sync must not re-trigger on every op
+    sync()
+
+
+R.set_cut(_env_int("LAZYRT_MAX_GRAPH_NODES", 100_000), _cut)
+
+
+def set_max_graph_nodes(n: int):
+    """Cut (sync every live tensor) after ``n`` ops recorded without a full barrier."""
+    R.set_cut(int(n), _cut)

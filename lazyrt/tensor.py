@@ -1,0 +1,100 @@
+"""``lazyrt.Tensor``: the recorded operators come from the Cython base; the
+methods here are thin forwards to the function modules, so each op is
+defined in one place.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _recorder as R
+from . import linalg, pointwise, reductions, runtime, views
+from . import creation
+
+
+class Tensor(R.TensorBase):
+    """A lazy tensor. Operations record; barriers (``numpy()``, ``item()``,
+    ``print``, ``bool()``, ``lr.sync()``) compute.
+
+    >>> import lazyrt as lr
+    >>> x = lr.tensor([1.0, -2.0, 3.0], dtype="float32")
+    >>> y = lr.nn.relu(x * 2 + 1)
+    >>> y.numpy()
+    array([3., 0., 7.], dtype=float32)
+    """
+
+    __slots__ = ()
+    # NumPy must hand `ndarray OP tensor` back to us instead of converting
+    __array_ufunc__ = None
+
+    # reductions
+    def sum(self, axis=None, keepdims=False): return reductions.sum(self, axis, keepdims)
+    def prod(self, axis=None, keepdims=False): return reductions.prod(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return reductions.mean(self, axis, keepdims)
+    def max(self, axis=None, keepdims=False): return reductions.max(self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return reductions.min(self, axis, keepdims)
+    def argmax(self, axis=None, keepdims=False): return reductions.argmax(self, axis, keepdims)
+    def argmin(self, axis=None, keepdims=False): return reductions.argmin(self, axis, keepdims)
+    def any(self, axis=None, keepdims=False): return reductions.any(self, axis, keepdims)
+    def all(self, axis=None, keepdims=False): return reductions.all(self, axis, keepdims)
+
+    def var(self, axis=None, keepdims=False, correction=0, ddof=None):
+        return reductions.var(self, axis, keepdims, correction, ddof)
+
+    def std(self, axis=None, keepdims=False, correction=0, ddof=None):
+        return reductions.std(self, axis, keepdims, correction, ddof)
+
+    def logsumexp(self, axis=None, keepdims=False):
+        return reductions.logsumexp(self, axis, keepdims)
+
+    # views and movement
+    def reshape(self, *shape): return views.reshape(self, *shape)
+    def permute(self, *axes): return views.permute(self, *axes)
+    def transpose(self, *axes): return views.transpose(self, axes if axes else None) \
+        if len(axes) != 1 else views.transpose(self, axes[0])
+    def swapaxes(self, a, b): return views.swapaxes(self, a, b)
+    def expand(self, *shape): return views.broadcast_to(self, shape[0] if len(shape) == 1 and
+                                                        not isinstance(shape[0], int) else shape)
+    def broadcast_to(self, shape): return views.broadcast_to(self, shape)
+    def squeeze(self, axis=None): return views.squeeze(self, axis)
+    def unsqueeze(self, axis): return views.unsqueeze(self, axis)
+    def flatten(self, start_dim=0, end_dim=-1): return views.flatten(self, start_dim, end_dim)
+
+    @property
+    def T(self):
+        return views.transpose(self)
+
+    def __getitem__(self, index): return views.getitem(self, index)
+    def __setitem__(self, index, value): views.setitem(self, index, value)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("lazyrt: iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # pointwise methods
+    def astype(self, dtype): return pointwise.astype(self, dtype)
+    def clip(self, min=None, max=None): return pointwise.clip(self, min, max)
+    def abs(self): return pointwise.abs(self)
+    def exp(self): return pointwise.exp(self)
+    def log(self): return pointwise.log(self)
+    def sqrt(self): return pointwise.sqrt(self)
+    def tanh(self): return pointwise.tanh(self)
+    def sigmoid(self): return pointwise.sigmoid(self)
+    def round(self): return pointwise.round(self)
+
+    # matmul
+    def __matmul__(self, other): return linalg.matmul(self, other)
+    def __rmatmul__(self, other): return linalg.matmul(other, self)
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self.dtype})"
+
+    def __str__(self):
+        return str(self.numpy())
+
+    def __format__(self, spec):
+        return format(self.numpy().item(), spec) if self.ndim == 0 else str(self)
+
+
+R.install(Tensor, runtime.materialize, creation.asarray)

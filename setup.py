@@ -1,0 +1,36 @@
+"""Build lazyrt: the Cython recorder extension, the package, and the CLI.
+
+`codegen/` and `kernels/` live at the top level (they are separate stages of
+the pipeline) and are installed as `lazyrt.codegen` and `lazyrt.kernels`.
+"""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+extensions = [
+    Extension(
+        "lazyrt._recorder",
+        ["lazyrt/_recorder.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3"],
+    ),
+]
+
+setup(
+    name="lazyrt",
+    version="0.1.0",
+    description="A LazyTensor runtime: record tensor ops, fuse them, generate kernels.",
+    python_requires=">=3.10",
+    packages=["lazyrt", "lazyrt.backends", "lazyrt.codegen", "lazyrt.kernels"],
+    package_dir={"lazyrt.codegen": "codegen", "lazyrt.kernels": "kernels"},
+    package_data={"lazyrt.kernels": ["*.h", "*.c"], "lazyrt": ["*.pyx"]},
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
+    ),
+    install_requires=["numpy>=1.25", "rich>=13"],
+    extras_require={"test": ["pytest>=7", "hypothesis>=6.80"], "torch": ["torch"]},
+    entry_points={"console_scripts": ["lazyrt = lazyrt.cli:main"]},
+    zip_safe=False,
+)
