@@ -29,7 +29,7 @@ from .views import (broadcast_to, concat, concatenate, expand, expand_dims, flat
 from .linalg import matmul
 from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
-from . import metrics, nn
+from . import backends, metrics, nn, runtime
 
 bool = bool_
 __version__ = "0.1.0"

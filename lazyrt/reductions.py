@@ -9,6 +9,8 @@ in float32 for ``mean``/``var``/``std``, as NumPy does.
 """
 from __future__ import annotations
 
+import builtins
+
 from . import _recorder as R
 from . import dtypes as D
 from . import ops
@@ -49,7 +51,7 @@ def _reduce(op, x, axis, keepdims, name=None):
     x = x if isinstance(x, R.TensorBase) else asarray(x)
     name = name or op.name
     axes = normalize_axes(name, x.shape, axis)
-    empty = any(x.shape[a] == 0 for a in axes)
+    empty = builtins.any(x.shape[a] == 0 for a in axes)
     if empty and op.id in (ops.MAX.id, ops.MIN.id, ops.ARGMAX.id, ops.ARGMIN.id):
         raise ShapeError(f"lazyrt.{name}: zero-size reduction over axis {axis} of a tensor "
                          f"of shape {x.shape} has no identity")
