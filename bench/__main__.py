@@ -1,0 +1,84 @@
+"""``python -m bench --suite {record,cpu,gpu,all}``: run suites, print, save.
+
+Thread counts for NumPy's BLAS/OpenMP are read when NumPy is imported, so they
+are set here, before anything imports NumPy (unless the user already set them).
+"""
+from __future__ import annotations
+
+import os
+
+CPU_THREADS = 2
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, str(CPU_THREADS))
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+SUITES = ("record", "cpu", "gpu")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--suite", choices=SUITES + ("all",), default="all")
+    p.add_argument("--json", metavar="PATH",
+                   help="results file (default bench/results/<suite>-<timestamp>.json; "
+                        "with --suite all, one file per suite next to PATH)")
+    p.add_argument("--png", metavar="PATH", help="bar chart (default: next to the JSON)")
+    p.add_argument("--repeats", type=int, default=10, help="timed samples per peer (min 10)")
+    p.add_argument("--quick", action="store_true",
+                   help="shorter pauses and warm-up; same sizes, still >= 10 repeats")
+    p.add_argument("--with-reference", action="store_true",
+                   help="also time lazyrt's numpy reference backend")
+    return p.parse_args(argv)
+
+
+def _paths(args, suite):
+    """JSON and PNG paths for one suite."""
+    from bench import report
+    if args.json:
+        json_path = Path(args.json)
+        if args.suite == "all":
+            json_path = json_path.with_name(f"{json_path.stem}-{suite}{json_path.suffix}")
+    else:
+        json_path = report.default_json_path(suite)
+    if args.png:
+        png = Path(args.png)
+        png_path = png.with_name(f"{png.stem}-{suite}{png.suffix}") if args.suite == "all" else png
+    else:
+        png_path = json_path.with_suffix(".png")
+    return json_path, png_path
+
+
+def run_suite(suite, args) -> None:
+    """Run one suite, then write its JSON and (when possible) its PNG."""
+    from bench import report
+    if suite == "record":
+        from bench import record_overhead as mod
+        payload = mod.run(args.repeats, args.quick)
+    elif suite == "cpu":
+        from bench import cpu as mod
+        payload = mod.run(args.repeats, args.quick, args.with_reference)
+    else:
+        from bench import gpu as mod
+        payload = mod.run(args.repeats, args.quick)
+    if payload is None:  # suite had nothing to run here (no CUDA device)
+        return
+    json_path, png_path = _paths(args, suite)
+    report.write_json(json_path, suite, payload)
+    report.plot_bars(png_path, f"lazyrt bench: {suite}", mod.series_for_plot(payload),
+                     mod.PLOT_YLABEL)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from bench import timing
+    if args.quick:
+        timing.set_pause(0.05)
+    for suite in SUITES if args.suite == "all" else (args.suite,):
+        run_suite(suite, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
