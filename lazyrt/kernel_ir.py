@@ -1,0 +1,148 @@
+"""KernelSpec: the kernel IR between the planner and the emitters.
+
+One KernelSpec is one fused kernel. It iterates over a ``domain`` (sizes per
+axis); ``reduce_axes`` are the axes reduced inside the kernel (empty for a
+pointwise kernel), all other axes are *outer* (parallel) axes. The body is a
+list of SSA statements:
+
+  ``load``    element of input ``attr`` at the current domain point
+  ``scalar``  runtime scalar parameter number ``attr``
+  ``const``   a literal (``attr`` is the value)
+  ``reduce``  ``attr`` names the reduction (sum, max, ...); its argument is
+              evaluated over the reduce axes and its result is one value per
+              outer point, usable by later statements
+  anything else: a pointwise op from the op table (``cast``'s attr is the dtype)
+
+``outputs`` store SSA values through index maps. An output whose value is
+row-level (depends only on outer axes: a reduction result) is stored once
+per outer point; its index map has stride 0 on the reduce axes.
+
+Emitters decide the loop structure from this (a reduction whose argument
+uses another reduction runs in a later pass over the row); they never see
+the graph. Sizes, strides and offsets are data here: the C emitter turns the
+ones that are not 0 or 1 into runtime arguments, so a new batch size reuses
+the compiled binary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import dtypes as D
+
+
+@dataclass(frozen=True)
+class IndexMap:
+    """Element offset of domain point i in a buffer: offset + sum(i[k] * strides[k])."""
+    offset: int
+    strides: tuple
+
+    def shifted(self, axis_order) -> "IndexMap":
+        return IndexMap(self.offset, tuple(self.strides[a] for a in axis_order))
+
+
+@dataclass(frozen=True)
+class KernelInput:
+    buffer: int               # program buffer number
+    dtype: int
+    index: IndexMap
+
+
+@dataclass(frozen=True)
+class KernelOutput:
+    buffer: int
+    dtype: int
+    index: IndexMap
+    value: int                # SSA id stored
+
+
+@dataclass(frozen=True)
+class Stmt:
+    id: int
+    op: str
+    dtype: int
+    args: tuple = ()
+    attr: object = None
+
+    def __str__(self):
+        args = ", ".join(f"v{a}" for a in self.args)
+        attr = "" if self.attr is None else (f"[{self.attr}]" if not args else f", {self.attr!r}")
+        return f"v{self.id}: {D.NAMES[self.dtype]} = {self.op}({args}{attr})"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    domain: tuple
+    reduce_axes: tuple
+    inputs: tuple             # KernelInput
+    scalars: tuple            # dtype code of each runtime scalar, in fargs order
+    body: tuple               # Stmt, topologically ordered, ids == positions
+    outputs: tuple            # KernelOutput
+    comment: str = ""
+    scalar_params: tuple = field(default=(), compare=False)  # program scalar slots
+
+    @property
+    def outer_axes(self) -> tuple:
+        return tuple(a for a in range(len(self.domain)) if a not in self.reduce_axes)
+
+    def bytes_moved(self, itemsize=lambda code: D.DTYPES[code].itemsize) -> int:
+        """Minimal bytes: each input's distinct elements read once, outputs written once."""
+        total = 0
+        for io in self.inputs + self.outputs:
+            n = 1
+            for size, stride in zip(self.domain, io.index.strides):
+                if stride != 0:
+                    n *= size
+            total += n * itemsize(io.dtype)
+        return total
+
+    def describe(self) -> str:
+        lines = [f"kernel {self.name}  domain={list(self.domain)} reduce={list(self.reduce_axes)}"]
+        if self.comment:
+            lines.append(f"  # {self.comment}")
+        for k, i in enumerate(self.inputs):
+            lines.append(f"  in{k}  = buf{i.buffer} {D.NAMES[i.dtype]} "
+                         f"offset={i.index.offset} strides={i.index.strides}")
+        lines += [f"  {s}" for s in self.body]
+        for k, o in enumerate(self.outputs):
+            lines.append(f"  out{k} = buf{o.buffer} {D.NAMES[o.dtype]} <- v{o.value} "
+                         f"offset={o.index.offset} strides={o.index.strides}")
+        return "\n".join(lines)
+
+
+def coalesce(spec: KernelSpec) -> KernelSpec:
+    """Merge adjacent domain axes that every buffer walks contiguously.
+
+    Two neighbours merge when both are outer or both reduced, and for every
+    input and output stride[a] == stride[a+1] * size[a+1]. A contiguous
+    elementwise kernel over (64, 128, 32) becomes one loop of 262144.
+    Size-1 axes are dropped first (their strides never matter).
+    """
+    domain = list(spec.domain)
+    reduce = set(spec.reduce_axes)
+    maps = [io.index.strides for io in spec.inputs + spec.outputs]
+    keep = [a for a in range(len(domain)) if domain[a] != 1]
+    axes = [[a] for a in keep]
+    sizes = [domain[a] for a in keep]
+    strides = [[m[a] for a in keep] for m in maps]
+    is_red = [a in reduce for a in keep]
+    k = len(sizes) - 2
+    while k >= 0:
+        j = k + 1
+        if is_red[k] == is_red[j] and all(s[k] == s[j] * sizes[j] for s in strides):
+            sizes[k] *= sizes[j]
+            for s in strides:
+                s[k] = s[j]
+                del s[j]
+            axes[k] += axes[j]
+            del sizes[j], axes[j], is_red[j]
+        k -= 1
+    n_in = len(spec.inputs)
+    inputs = tuple(KernelInput(i.buffer, i.dtype, IndexMap(i.index.offset, tuple(strides[n])))
+                   for n, i in enumerate(spec.inputs))
+    outputs = tuple(KernelOutput(o.buffer, o.dtype,
+                                 IndexMap(o.index.offset, tuple(strides[n_in + n])), o.value)
+                    for n, o in enumerate(spec.outputs))
+    new_reduce = tuple(a for a in range(len(sizes)) if is_red[a])
+    return KernelSpec(spec.name, tuple(sizes), new_reduce, inputs, spec.scalars, spec.body,
+                      outputs, spec.comment, spec.scalar_params)

@@ -1,0 +1,591 @@
+"""The fusion planner: Graph -> Plan (buffers and a list of steps).
+
+What becomes a buffer ("realized"): parameters, the operands and results of
+matmuls (BLAS) and opaque movement ops (concat, setslice), graph outputs,
+and whatever a kernel cannot compute in place — each with a reason the debug
+output shows. Everything else is fused:
+
+* views (reshape, permute, expand, slice) fold into index maps;
+* any DAG of pointwise ops is one kernel; results needed outside it are
+  extra outputs of the same loop (multi-output kernels);
+* a reduction fuses with its pointwise producers, and with the pointwise
+  consumers that broadcast its result back over the reduced axes, so row
+  softmax, layer norm and ``x - x.mean(axis)`` are one kernel each.
+
+Legality lives in :class:`_KernelBuilder` (an illegal fusion raises
+:class:`_Replan` naming the node to realize and why); profitability in
+:class:`FusionPolicy`. The planner sees only the Graph, never tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import dtypes as D
+from . import ops
+from . import strided as S
+from .kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt, coalesce
+
+
+@dataclass(frozen=True)
+class Buffer:
+    id: int
+    dtype: int
+    shape: tuple
+    kind: str                 # "param", "scratch" (reused across runs) or "output" (fresh)
+    node: int                 # graph node it holds
+
+
+@dataclass(frozen=True)
+class BufferView:
+    """A logical tensor read from a buffer through a strided view."""
+    buffer: int
+    view: S.Strided
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    spec: KernelSpec
+
+
+@dataclass(frozen=True)
+class MatmulStep:
+    a: BufferView
+    b: BufferView
+    out: int
+
+
+@dataclass(frozen=True)
+class OpaqueStep:
+    op: ops.OpDef
+    inputs: tuple             # BufferView per operand
+    attrs: object
+    out: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    buffers: tuple            # Buffer
+    steps: tuple              # KernelStep | MatmulStep | OpaqueStep
+    param_buffers: tuple      # per graph param: buffer id, or -1 for a runtime scalar
+    scalar_slot: tuple        # per graph param: scalar slot, or -1 for data
+    n_scalars: int
+    outputs: tuple            # BufferView per graph output
+    unfused: tuple = ()       # (node, reason) for every value that got a buffer
+    graph: object = field(default=None, compare=False)
+
+    @property
+    def kernels(self) -> list:
+        return [s.spec for s in self.steps if isinstance(s, KernelStep)]
+
+    def describe(self) -> str:
+        lines = [f"plan: {len(self.steps)} steps, {len(self.buffers)} buffers"]
+        for node, reason in self.unfused:
+            n = self.graph.nodes[node] if self.graph is not None else None
+            what = f"%{node} ({n.op.name})" if n is not None else f"%{node}"
+            lines.append(f"  buffer for {what}: {reason}")
+        for k, step in enumerate(self.steps):
+            if isinstance(step, KernelStep):
+                lines.append(f"step {k}: " + step.spec.describe().replace("\n", "\n  "))
+            elif isinstance(step, MatmulStep):
+                lines.append(f"step {k}: matmul buf{step.a.buffer} @ buf{step.b.buffer} "
+                             f"-> buf{step.out} (BLAS)")
+            else:
+                lines.append(f"step {k}: {step.op.name} -> buf{step.out} (NumPy)")
+        return "\n".join(lines)
+
+
+class FusionPolicy:
+    """Profitability: legal fusions are taken when they save memory traffic.
+
+    Recomputing a shared pointwise producer inside each consumer kernel saves
+    writing and re-reading it (2 * bytes per element) at the price of its
+    arithmetic; on a memory-bound machine that pays unless the producer is a
+    long chain of transcendentals feeding many kernels.
+    """
+    max_recompute_ops = 24
+
+    def inline_shared(self, n_kernels: int, subtree_ops: int) -> bool:
+        return n_kernels <= 1 or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops
+
+
+class _Replan(Exception):
+    def __init__(self, node, reason):
+        super().__init__(reason)
+        self.node, self.reason = node, reason
+
+
+_BOUNDARY_KINDS = (ops.MATMUL, ops.OPAQUE)
+
+
+def plan(graph, policy: FusionPolicy | None = None) -> Plan:
+    return _Planner(graph, policy or FusionPolicy()).run()
+
+
+class _Planner:
+    def __init__(self, graph, policy):
+        self.g = graph
+        self.nodes = graph.nodes
+        self.policy = policy
+        self.consumers = [[] for _ in self.nodes]
+        for i, n in enumerate(self.nodes):
+            for j in n.inputs:
+                self.consumers[j].append(i)
+        self.outputs = set(graph.outputs)
+        self.must: dict[int, str] = {}
+        for i, n in enumerate(self.nodes):
+            if n.op.kind in _BOUNDARY_KINDS:
+                self.must[i] = ("matmul runs in BLAS; its epilogue fuses into the next kernel"
+                                if n.op.kind == ops.MATMUL else
+                                f"{n.op.name} runs outside generated kernels")
+                for j in n.inputs:
+                    base, _ = self.view_base(j)
+                    if not self.is_buffer_node(base):
+                        self.must.setdefault(base, f"operand of {n.op.name}")
+
+    # -- helpers --
+    def view_base(self, i):
+        """Follow view ops down to the node they view; returns (base, view chain)."""
+        chain = []
+        while self.nodes[i].op.kind == ops.VIEW:
+            chain.append(i)
+            i = self.nodes[i].inputs[0]
+        return i, tuple(reversed(chain))
+
+    def is_buffer_node(self, i) -> bool:
+        return self.nodes[i].op is ops.DATA or i in self.must
+
+    def strided_through(self, base, chain):
+        v = S.Strided.contiguous(self.nodes[base].shape)
+        for c in chain:
+            n = self.nodes[c]
+            w = S.apply_view(v, n.op.name, n.attrs)
+            if w is None:
+                raise _Replan(n.inputs[0], "reshape of a non-contiguous view needs a copy")
+            v = w
+        return v
+
+    def run(self) -> Plan:
+        for _ in range(4 * len(self.nodes) + 4):
+            try:
+                return self._attempt()
+            except _Replan as r:
+                if r.node in self.must:
+                    raise AssertionError(f"lazyrt internal: planner loops on %{r.node}")
+                self.must[r.node] = r.reason
+        raise AssertionError("lazyrt internal: planner did not converge")
+
+    def _attempt(self) -> Plan:
+        nodes = self.nodes
+        buffers, buf_of = [], {}
+
+        def new_buffer(i, kind):
+            b = Buffer(len(buffers), nodes[i].dtype, nodes[i].shape, kind, i)
+            buffers.append(b)
+            buf_of[i] = b.id
+            return b.id
+
+        param_buffers, scalar_slot, n_scalars = [], [], 0
+        scalar_of = {}
+        for p in self.g.params:
+            if nodes[p].op is ops.SCALAR:
+                param_buffers.append(-1)
+                scalar_slot.append(n_scalars)
+                scalar_of[p] = n_scalars
+                n_scalars += 1
+            else:
+                param_buffers.append(new_buffer(p, "param"))
+                scalar_slot.append(-1)
+
+        # outputs that are views of a buffer need no kernel
+        output_views = {}
+        roots = []
+        for o in self.g.outputs:
+            base, chain = self.view_base(o)
+            if self.is_buffer_node(base) and base != o or nodes[o].op is ops.DATA:
+                output_views[o] = (base, chain)
+            elif o not in roots:
+                roots.append(o)
+        for i in sorted(self.must):
+            if i not in roots:
+                roots.append(i)
+        for i in sorted(set(roots)):
+            kind = "output" if i in self.outputs else "scratch"
+            new_buffer(i, kind)
+        for base, _ in output_views.values():
+            if base in buf_of and buffers[buf_of[base]].kind == "scratch":
+                b = buffers[buf_of[base]]
+                buffers[b.id] = Buffer(b.id, b.dtype, b.shape, "output", b.node)
+
+        steps, stored = [], set()
+        kernel_no = 0
+        # consumers first: a kernel that computes another output inline stores it
+        for i in sorted(set(roots), reverse=True):
+            if i in stored:
+                continue
+            n = nodes[i]
+            if n.op.kind == ops.MATMUL:
+                a, b = (self.buffer_view(j, buf_of) for j in n.inputs)
+                steps.append(MatmulStep(a, b, buf_of[i]))
+                continue
+            if n.op.kind == ops.OPAQUE:
+                ins = tuple(self.buffer_view(j, buf_of) for j in n.inputs)
+                steps.append(OpaqueStep(n.op, ins, n.attrs, buf_of[i]))
+                continue
+            kb = _KernelBuilder(self, i, buf_of, scalar_of, kernel_no)
+            spec = kb.build()
+            # a later root computed inside this kernel is stored here, not again
+            stored.update(kb.side_outputs)
+            steps.append(KernelStep(spec))
+            kernel_no += 1
+        steps = _merge_siblings(steps)
+        steps = [KernelStep(coalesce(st.spec)) if isinstance(st, KernelStep) else st
+                 for st in _order_steps(steps, buffers)]
+
+        outputs = []
+        for o in self.g.outputs:
+            if o in output_views:
+                base, chain = output_views[o]
+                outputs.append(BufferView(buf_of[base], self.strided_through(base, chain)))
+            else:
+                outputs.append(BufferView(buf_of[o], S.Strided.contiguous(nodes[o].shape)))
+        unfused = tuple((i, r) for i, r in sorted(self.must.items()))
+        return Plan(tuple(buffers), tuple(steps), tuple(param_buffers), tuple(scalar_slot),
+                    n_scalars, tuple(outputs), unfused, self.g)
+
+    def buffer_view(self, i, buf_of) -> BufferView:
+        base, chain = self.view_base(i)
+        if base not in buf_of:
+            raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
+        return BufferView(buf_of[base], self.strided_through(base, chain))
+
+
+def _order_steps(steps, buffers):
+    """Topological order of steps by the buffers they write and read."""
+    writer = {}
+    for k, s in enumerate(steps):
+        for b in _writes(s):
+            writer[b] = k
+    order, state = [], [0] * len(steps)
+
+    def visit(k):
+        if state[k] == 2:
+            return
+        if state[k] == 1:
+            raise AssertionError("lazyrt internal: cyclic plan")
+        state[k] = 1
+        for b in _reads(steps[k]):
+            if b in writer and writer[b] != k:
+                visit(writer[b])
+        state[k] = 2
+        order.append(steps[k])
+
+    for k in range(len(steps)):
+        visit(k)
+    return order
+
+
+def _depends(steps):
+    """deps[k]: indices of the steps that step k reads from, transitively."""
+    writer = {b: k for k, st in enumerate(steps) for b in _writes(st)}
+    deps = [None] * len(steps)
+
+    def visit(k):
+        if deps[k] is None:
+            deps[k] = set()
+            for b in _reads(steps[k]):
+                w = writer.get(b)
+                if w is not None and w != k:
+                    deps[k] |= {w} | visit(w)
+        return deps[k]
+
+    for k in range(len(steps)):
+        visit(k)
+    return deps
+
+
+def _merge_siblings(steps):
+    """Kernels over the same domain and reduce axes that read a common buffer
+    and do not depend on each other become one loop (sum and max of x, mean
+    and var, y = x + 1 and z = x * 2)."""
+    steps = list(steps)
+    merged = True
+    while merged:
+        merged = False
+        deps = _depends(steps)
+        for a in range(len(steps)):
+            sa = steps[a]
+            if not isinstance(sa, KernelStep):
+                continue
+            for b in range(a + 1, len(steps)):
+                sb = steps[b]
+                if not isinstance(sb, KernelStep):
+                    continue
+                ka, kb = sa.spec, sb.spec
+                if (ka.domain, ka.reduce_axes) != (kb.domain, kb.reduce_axes):
+                    continue
+                if not {i.buffer for i in ka.inputs} & {i.buffer for i in kb.inputs}:
+                    continue
+                if a in deps[b] or b in deps[a]:
+                    continue
+                steps[a] = KernelStep(merge_kernels(ka, kb))
+                del steps[b]
+                merged = True
+                break
+            if merged:
+                break
+    return steps
+
+
+def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
+    """One kernel computing both: inputs, scalars and equal statements shared."""
+    inputs, slot = list(a.inputs), {(i.buffer, i.index): k for k, i in enumerate(a.inputs)}
+    scalars, sparams = list(a.scalars), list(a.scalar_params)
+    sslot = {p: k for k, p in enumerate(sparams)}
+    body = list(a.body)
+    seen = {(s.op, s.dtype, s.args, repr(s.attr)): s.id for s in body}
+    remap = {}
+    for s in b.body:
+        attr = s.attr
+        if s.op == "load":
+            inp = b.inputs[attr]
+            key = (inp.buffer, inp.index)
+            if key not in slot:
+                slot[key] = len(inputs)
+                inputs.append(inp)
+            attr = slot[key]
+        elif s.op == "scalar":
+            p = b.scalar_params[attr]
+            if p not in sslot:
+                sslot[p] = len(sparams)
+                sparams.append(p)
+                scalars.append(b.scalars[attr])
+            attr = sslot[p]
+        args = tuple(remap[x] for x in s.args)
+        key = (s.op, s.dtype, args, repr(attr))
+        if key not in seen:
+            seen[key] = len(body)
+            body.append(Stmt(len(body), s.op, s.dtype, args, attr))
+        remap[s.id] = seen[key]
+    outputs = a.outputs + tuple(KernelOutput(o.buffer, o.dtype, o.index, remap[o.value])
+                                for o in b.outputs)
+    label = b.name.split("_fused_", 1)[-1]
+    return KernelSpec(f"{a.name}_{label}", a.domain, a.reduce_axes, tuple(inputs),
+                      tuple(scalars), tuple(body), outputs, f"{a.comment}; {b.comment}",
+                      tuple(sparams))
+
+
+def _writes(step):
+    if isinstance(step, KernelStep):
+        return [o.buffer for o in step.spec.outputs]
+    return [step.out]
+
+
+def _reads(step):
+    if isinstance(step, KernelStep):
+        return [i.buffer for i in step.spec.inputs]
+    if isinstance(step, MatmulStep):
+        return [step.a.buffer, step.b.buffer]
+    return [v.buffer for v in step.inputs]
+
+
+class _KernelBuilder:
+    """Builds one KernelSpec rooted at a realized node (legality lives here)."""
+
+    def __init__(self, planner, root, buf_of, scalar_of, number):
+        self.p, self.root, self.buf_of, self.scalar_of = planner, root, buf_of, scalar_of
+        self.nodes = planner.nodes
+        self.number = number
+        rn = self.nodes[root]
+        self.root_chain = ()
+        if rn.op.kind == ops.REDUCTION:
+            self.domain = self.nodes[rn.inputs[0]].shape
+            self.reduce_axes = tuple(rn.attrs[0])
+        else:
+            self.domain = rn.shape
+            self.reduce_axes = None
+            self.adopt_row_domain(rn)
+        self.body, self.memo, self.reduce_memo = [], {}, {}
+        self.inputs, self.input_slot = [], {}
+        self.scalars, self.scalar_params, self.scalar_index = [], [], {}
+        self.outputs, self.side_outputs = [], set()
+        self.fused_ops = []
+
+    def adopt_row_domain(self, rn):
+        """A pointwise root shaped like a reduction's result it consumes (``mean``
+        is ``sum / n``) runs over the reduction's domain and is stored per row."""
+        stack, seen = list(rn.inputs), set()
+        while stack:
+            j = stack.pop()
+            if j in seen or self.p.is_buffer_node(j):
+                continue
+            seen.add(j)
+            n = self.nodes[j]
+            if n.op.kind == ops.REDUCTION:
+                axes, keepdims = tuple(n.attrs[0]), n.attrs[1]
+                src_shape = self.nodes[n.inputs[0]].shape
+                if n.shape == rn.shape and src_shape != rn.shape:
+                    keep = tuple(1 if a in axes else d for a, d in enumerate(src_shape))
+                    chain = (("expand", (src_shape,), None),)
+                    if not keepdims:
+                        chain = (("reshape", (keep,), None),) + chain
+                    self.domain, self.reduce_axes, self.root_chain = src_shape, axes, chain
+                    return
+            elif n.op.kind in (ops.POINTWISE, ops.VIEW):
+                stack.extend(n.inputs)
+
+    def stmt(self, op, dtype, args=(), attr=None):
+        s = Stmt(len(self.body), op, dtype, tuple(args), attr)
+        self.body.append(s)
+        return s.id
+
+    def build(self) -> KernelSpec:
+        rn = self.nodes[self.root]
+        if rn.op.kind == ops.REDUCTION:
+            v = self.reduction(self.root, None)
+            keep = tuple(1 if a in self.reduce_axes else d for a, d in enumerate(self.domain))
+            st = S.contiguous_strides(keep)
+            imap = IndexMap(0, tuple(0 if a in self.reduce_axes else s for a, s in enumerate(st)))
+        else:
+            v = self.value(self.root, self.root_chain)
+            view = self.view_of(self.root, self.root_chain)
+            imap = IndexMap(view.offset, view.strides)
+        self.outputs.insert(0, KernelOutput(self.buf_of[self.root], rn.dtype, imap, v))
+        names = []
+        for name in self.fused_ops:
+            if name not in names:
+                names.append(name)
+        label = "_".join(names[:4]) or "copy"
+        spec = KernelSpec(f"k{self.number}_fused_{label}", tuple(self.domain),
+                          tuple(self.reduce_axes or ()), tuple(self.inputs),
+                          tuple(self.scalars), tuple(self.body), tuple(self.outputs),
+                          f"fuses {', '.join(self.fused_ops) or 'a copy'}",
+                          tuple(self.scalar_params))
+        return spec
+
+    # -- values --
+    def value(self, i, chain) -> int:
+        """SSA id of node i evaluated at the domain point, seen through ``chain``.
+
+        ``chain`` lists (op name, attrs, node) view steps mapping node i's
+        shape onto the domain; it is applied to a buffer's strides at loads.
+        """
+        key = (i, chain)
+        if key in self.memo:
+            return self.memo[key]
+        n = self.nodes[i]
+        if self.p.is_buffer_node(i) and i != self.root:
+            v = self.load(i, chain)
+        elif n.op is ops.SCALAR:
+            if i not in self.scalar_index:
+                self.scalar_index[i] = len(self.scalars)
+                self.scalars.append(n.dtype)
+                self.scalar_params.append(self.scalar_of[i])
+            v = self.stmt("scalar", n.dtype, attr=self.scalar_index[i])
+        elif n.op is ops.CONST:
+            v = self.stmt("const", n.dtype, attr=n.value)
+        elif n.op.kind == ops.VIEW:
+            v = self.value(n.inputs[0], ((n.op.name, n.attrs, i),) + chain)
+        elif n.op.kind == ops.POINTWISE:
+            args = []
+            for j in n.inputs:
+                sub = chain
+                if self.nodes[j].shape != n.shape:
+                    sub = (("expand", (n.shape,), None),) + chain
+                args.append(self.value(j, sub))
+            self.fused_ops.append(n.op.name)
+            attr = n.attrs[0] if n.op is ops.CAST else None
+            v = self.stmt(n.op.name, n.dtype, args, attr)
+        elif n.op.kind == ops.REDUCTION:
+            v = self.reduction(i, chain)
+        else:
+            raise AssertionError(f"lazyrt internal: {n.op.name} reached a kernel body")
+        self.memo[key] = v
+        if i in self.p.outputs and i != self.root:
+            self.maybe_store(i, chain, v)
+        return v
+
+    def view_of(self, i, chain) -> S.Strided:
+        v = S.Strided.contiguous(self.nodes[i].shape)
+        for name, attrs, node in chain:
+            w = S.apply_view(v, name, attrs)
+            if w is None:
+                culprit = self.nodes[node].inputs[0] if node is not None else i
+                raise _Replan(culprit, "reshape of a non-contiguous view needs a copy")
+            v = w
+        return v
+
+    def load(self, i, chain) -> int:
+        v = self.view_of(i, chain)
+        imap = IndexMap(v.offset, v.strides)
+        key = (self.buf_of[i], imap)
+        if key not in self.input_slot:
+            self.input_slot[key] = len(self.inputs)
+            self.inputs.append(KernelInput(self.buf_of[i], self.nodes[i].dtype, imap))
+        return self.stmt("load", self.nodes[i].dtype, attr=self.input_slot[key])
+
+    def reduction(self, i, chain) -> int:
+        """A reduction computed inside this kernel: legal when its input spans
+        the domain and its result is only broadcast back over the reduced axes."""
+        n = self.nodes[i]
+        axes = tuple(n.attrs[0])
+        src = n.inputs[0]
+        if i != self.root:
+            why = self.fusable_reduction(i, chain, axes)
+            if why:
+                raise _Replan(i, why)
+        if self.reduce_axes is None:
+            self.reduce_axes = axes
+        key = (src, n.op.name, axes)
+        if key not in self.reduce_memo:
+            arg = self.value(src, ())
+            self.fused_ops.append(n.op.name)
+            self.reduce_memo[key] = self.stmt("reduce", n.dtype, (arg,), n.op.name)
+        return self.reduce_memo[key]
+
+    def fusable_reduction(self, i, chain, axes) -> str:
+        n = self.nodes[i]
+        src_shape = self.nodes[n.inputs[0]].shape
+        if src_shape != tuple(self.domain):
+            return (f"reduction input {list(src_shape)} differs from the kernel domain "
+                    f"{list(self.domain)}")
+        if self.reduce_axes is not None and self.reduce_axes != axes:
+            return (f"reduces axes {axes} in a kernel that reduces {self.reduce_axes}")
+        try:
+            got = self.view_of(i, chain)
+        except _Replan:
+            return "its result reaches the consumer through a reshape that needs a copy"
+        keep = tuple(1 if a in axes else d for a, d in enumerate(self.domain))
+        want = tuple(0 if a in axes else s for a, s in enumerate(S.contiguous_strides(keep)))
+        if got.offset != 0 or tuple(
+                s if d != 1 else 0 for s, d in zip(got.strides, self.domain)) != tuple(
+                s if d != 1 else 0 for s, d in zip(want, self.domain)):
+            return "its result is consumed in a different layout than a broadcast over its axes"
+        return ""
+
+    def maybe_store(self, i, chain, v):
+        """Store an output computed inside this kernel when each element is
+        visited exactly once (else its own kernel computes it)."""
+        n = self.nodes[i]
+        if i in self.side_outputs or i not in self.buf_of:
+            return
+        try:
+            view = self.view_of(i, chain)
+        except _Replan:
+            return
+        if n.op.kind == ops.REDUCTION:
+            ok = True  # fusable_reduction checked it is a pure broadcast over the axes
+        else:
+            size = 1
+            for d in self.domain:
+                size *= d
+            out_size = 1
+            for d in n.shape:
+                out_size *= d
+            ok = size == out_size and all(
+                s != 0 or d == 1 for s, d in zip(view.strides, self.domain))
+            if ok and self.nodes[self.root].op.kind == ops.REDUCTION:
+                ok = False  # a reduction kernel has no final elementwise pass to store in
+        if ok:
+            self.side_outputs.add(i)
+            self.outputs.append(KernelOutput(self.buf_of[i], n.dtype,
+                                             IndexMap(view.offset, view.strides), v))
