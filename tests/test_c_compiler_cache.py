@@ -1,0 +1,170 @@
+"""The C compiler driver and its on-disk binary cache (lazyrt/backends/c_compiler.py)."""
+import json
+import multiprocessing
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+import lazyrt
+from lazyrt.backends.c_compiler import CCompiler, openmp_env
+from lazyrt.errors import BackendError, CompileError
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
+                                reason="no C compiler")
+
+SOURCE = """
+#include <omp.h>
+#include "lazyrt_math.h"
+double add_one(double x) { return x + 1; }
+int n_threads(void) { return omp_get_max_threads(); }
+"""
+
+# A fresh interpreter loads SOURCE from the same cache and reports its metrics.
+CHILD = f"""
+import ctypes, json, sys
+import lazyrt
+from lazyrt.backends.c_compiler import CCompiler
+lazyrt.metrics.reset()
+lib = CCompiler().load("k_add_one", {SOURCE!r})
+lib.add_one.restype = ctypes.c_double
+snap = lazyrt.metrics.snapshot()
+print(json.dumps({{"value": lib.add_one(ctypes.c_double(1.5)), "compiles": snap["compiles"],
+                  "disk_cache_hits": snap["disk_cache_hits"]}}))
+"""
+
+
+def run_child(cache_dir):
+    env = dict(os.environ, LAZYRT_CACHE_DIR=str(cache_dir))
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_new_process_reuses_binary_on_disk_without_compiling(tmp_path):
+    first = run_child(tmp_path)
+    second = run_child(tmp_path)
+    assert first == {"value": 2.5, "compiles": 1, "disk_cache_hits": 0}
+    assert second == {"value": 2.5, "compiles": 0, "disk_cache_hits": 1}
+
+
+def test_same_process_loads_once_and_counts_no_disk_hit(tmp_path):
+    lazyrt.metrics.reset()
+    cc = CCompiler(cache_dir=str(tmp_path))
+    lib = cc.load("k_add_one", SOURCE)
+    assert CCompiler(cache_dir=str(tmp_path)).load("k_add_one", SOURCE) is lib
+    assert cc.load("k_add_one", SOURCE) is lib
+    snap = lazyrt.metrics.snapshot()
+    assert snap["compiles"] == 1 and snap["disk_cache_hits"] == 0
+    assert snap["compile_time_s"] > 0
+
+
+def test_truncated_binary_is_rebuilt_not_trusted(tmp_path):
+    run_child(tmp_path)
+    (so,) = [p for p in tmp_path.rglob("*.so")]
+    # A new inode, as a crash mid-copy or a bad disk would leave it.
+    broken = so.with_suffix(".broken")
+    broken.write_bytes(so.read_bytes()[: so.stat().st_size // 2])
+    os.replace(broken, so)
+    assert run_child(tmp_path) == {"value": 2.5, "compiles": 1, "disk_cache_hits": 0}
+    assert run_child(tmp_path) == {"value": 2.5, "compiles": 0, "disk_cache_hits": 1}
+
+
+def test_binary_with_wrong_checksum_is_rebuilt(tmp_path):
+    run_child(tmp_path)
+    (digest,) = tmp_path.rglob("*.sha256")
+    digest.write_text("0" * 64 + "\n")
+    assert run_child(tmp_path)["compiles"] == 1
+
+
+def test_cache_dir_writable_by_others_is_refused(tmp_path):
+    cache = tmp_path / "shared"
+    cache.mkdir()
+    cache.chmod(0o777)
+    with pytest.raises(BackendError, match="writable by group or others"):
+        CCompiler(cache_dir=str(cache)).load("k_add_one", SOURCE)
+
+
+def test_cache_dir_is_created_private(tmp_path, monkeypatch):
+    cache = tmp_path / "new" / "lazyrt"
+    monkeypatch.setenv("LAZYRT_CACHE_DIR", str(cache))
+    cc = CCompiler()
+    cc.load("k_add_one", SOURCE)
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cc.cache_dir).st_mode) == 0o700
+    assert os.path.dirname(cc.library_path("k_add_one", SOURCE)) == cc.cache_dir
+    assert cc.cache_dir.endswith("v" + lazyrt.__version__)
+
+
+def test_default_cache_dir_follows_xdg(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAZYRT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert CCompiler().cache_root == str(tmp_path / "lazyrt")
+
+
+def _compile_in_child(cache_dir, queue):
+    import ctypes
+    lazyrt.metrics.reset()
+    lib = CCompiler(cache_dir=cache_dir).load("k_concurrent", SOURCE + "// concurrent\n")
+    lib.add_one.restype = ctypes.c_double
+    queue.put(lib.add_one(ctypes.c_double(2.0)))
+
+
+def test_two_processes_compiling_the_same_kernel_both_succeed(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_compile_in_child, args=(str(tmp_path), queue))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert sorted(queue.get(timeout=5) for _ in procs) == [3.0, 3.0]
+    assert not list(tmp_path.rglob("*.tmp*"))  # no temp files left behind
+    assert len(list(tmp_path.rglob("*.so"))) == 1
+
+
+def test_syntax_error_names_kernel_source_path_and_compiler_message(tmp_path):
+    cc = CCompiler(cache_dir=str(tmp_path))
+    with pytest.raises(CompileError) as err:
+        cc.load("k7_broken", "double f(double x) { return x +; }\n")
+    msg = str(err.value)
+    assert "k7_broken" in msg
+    (c_file,) = tmp_path.rglob("k7_broken-*.c")
+    assert str(c_file) in msg
+    assert "expected expression" in msg  # gcc's own words
+    assert not list(tmp_path.rglob("k7_broken*.so"))
+
+
+def test_missing_compiler_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent")
+    with pytest.raises(BackendError, match=r"/nonexistent.*apt-get install gcc"):
+        CCompiler(cache_dir=str(tmp_path)).load("k_add_one", SOURCE)
+
+
+def test_key_changes_with_source_and_flags(tmp_path):
+    cc = CCompiler(cache_dir=str(tmp_path))
+    path = cc.library_path("k", SOURCE)
+    assert cc.library_path("k", SOURCE) == path
+    assert cc.library_path("k", SOURCE + " ") != path
+    cc.flags = cc.flags + ("-DLZ_TEST",)
+    assert cc.library_path("k", SOURCE) != path
+
+
+def test_flags_are_exact_and_without_fast_math():
+    flags = CCompiler().flags
+    assert flags[:6] == ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
+    assert flags[6].startswith("-I") and os.path.isfile(
+        os.path.join(flags[6][2:], "lazyrt_math.h"))
+    assert not any("fast-math" in f for f in flags)
+
+
+def test_openmp_wait_policy_is_passive_unless_user_chose(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert openmp_env()["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert openmp_env()["OMP_WAIT_POLICY"] == "ACTIVE"
