@@ -75,6 +75,8 @@ def _lazyrt_code(dt) -> int:
         return CODE[dt]
     if dt.kind == "u" and dt.itemsize == 8:
         return INT64  # documented deviation: uint64 results become int64
+    if dt.kind == "i" and dt.itemsize == 2:
+        return INT32  # int8 with uint8 computes in int16 in NumPy: widened, values equal
     return -1
 
 
@@ -84,8 +86,10 @@ def resolve_binary(ufunc: np.ufunc, a, b) -> tuple[int, int]:
     ``a`` and ``b`` are dtype codes or Python scalar types. -1 means NumPy has
     no loop for that combination (the op is rejected at record time).
     """
-    ta = DTYPES[a] if isinstance(a, int) else a
-    tb = DTYPES[b] if isinstance(b, int) else b
+    # NumPy's resolver takes int/float as weak scalar kinds but not bool; a
+    # Python bool promotes exactly as a bool array does (bool is the lattice bottom)
+    ta = DTYPES[a] if isinstance(a, int) else DTYPES[BOOL] if a is bool else a
+    tb = DTYPES[b] if isinstance(b, int) else DTYPES[BOOL] if b is bool else b
     try:
         in_a, in_b, out = ufunc.resolve_dtypes((ta, tb, None))
     except (TypeError, ValueError, np.exceptions.DTypePromotionError):
