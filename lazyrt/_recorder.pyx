@@ -111,6 +111,8 @@ cdef int OP_CONST = _ops.CONST.id
 cdef int OP_CAST = _ops.CAST.id
 cdef int OP_POW = _ops.POW.id
 cdef int OP_EXPAND = _ops.EXPAND.id
+cdef int OP_EQ = _ops.EQ.id      # EQ, NE, LT, LE, GT, GE are consecutive in the op table
+cdef int OP_GE = _ops.GE.id
 cdef int D_BOOL = _D.BOOL
 cdef int D_INT64 = _D.INT64
 cdef int D_FLOAT64 = _D.FLOAT64
@@ -378,10 +380,14 @@ cdef object _dtype_error(int op, Node a, object b):
         f"(shapes {a.shape}" + (f" and {(<Node>b).shape})" if isinstance(b, Node) else ")"))
 
 
+cdef bint _int_fits(object value, int dtype):
+    info = np.iinfo(_D.DTYPES[dtype])
+    return info.min <= value <= info.max
+
+
 cdef Node _check_int_range(int op, object value, int dtype):
     # NumPy refuses Python ints that do not fit a weak-typed int operand
-    info = np.iinfo(_D.DTYPES[dtype])
-    if not (info.min <= value <= info.max):
+    if not _int_fits(value, dtype):
         raise OverflowError(
             f"lazyrt.{OP_NAMES[op]}: Python integer {value} is out of bounds for "
             f"{_D.NAMES[dtype]}")
@@ -415,7 +421,12 @@ cdef Node _binary_scalar(int op, Node a, object s, int kind, bint reflected):
     if comp < 0 or out < 0:
         raise _dtype_error(op, a, s)
     if kind == 1 and 0 < comp < 5:  # an int scalar meeting an int dtype
+        if OP_EQ <= op <= OP_GE and comp != D_INT64 and not _int_fits(s, comp):
+            comp = D_INT64  # NumPy compares an out-of-range int by value (uint8 == -1)
         _check_int_range(op, s, comp)
+        if op == OP_POW and not reflected and s < 0:
+            raise ValueError(f"lazyrt.pow: integers to negative integer powers are not "
+                             f"allowed ({_D.NAMES[comp]} tensor ** {s}); use a float base")
     if a.dtype != comp:
         a = _cast(a, comp)
     # exponents are specialized on (x ** 2 becomes x * x); other scalars are runtime
