@@ -5,6 +5,10 @@ Operators (``a + b``) go straight to the recorder and never pass through here.
 """
 from __future__ import annotations
 
+import builtins
+
+import numpy as np
+
 from . import _recorder as R
 from . import dtypes as D
 from . import ops
@@ -83,11 +87,20 @@ def clip(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("lazyrt.clip: give min, max or both")
     out = _tensor(x)
+    if out._node.dtype in D.INTEGRAL:
+        # NumPy clamps out-of-range Python int bounds instead of refusing them
+        lo, hi = int(np.iinfo(out.dtype).min), int(np.iinfo(out.dtype).max)
+        min = min if not _is_pyint(min) else builtins.min(builtins.max(min, lo), hi)
+        max = max if not _is_pyint(max) else builtins.min(builtins.max(max, lo), hi)
     if min is not None:
         out = maximum(out, min)
     if max is not None:
         out = minimum(out, max)
     return out
+
+
+def _is_pyint(v):
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _require_float(name, x):
