@@ -1,0 +1,299 @@
+"""kernels/lazyrt_math.h against NumPy: accuracy in ULP over the float32 range,
+IEEE special cases, and NumPy's integer/float division semantics.
+
+The float32 functions are checked on a dense stratified sample of 2^24 bit
+patterns (every exponent, both signs, random mantissas) plus special values.
+Set LAZYRT_EXHAUSTIVE_MATH=1 to sweep all 2^32 float32 bit patterns instead
+(about a minute per function on 2 cores).
+"""
+import ctypes
+import math
+import os
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+from lazyrt.backends.c_compiler import CCompiler
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
+                                reason="no C compiler")
+
+# Documented in the header: max error of the float32 functions.
+MAX_ULP_F32 = 1.0
+
+F32_UNARY = ["expf", "logf", "log1pf", "expm1f", "tanhf", "sigmoidf", "erff", "sinf", "cosf",
+             "signf", "roundf"]
+F64_UNARY = ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos", "sign",
+             "round"]
+BINARY = [("maxf", "float"), ("minf", "float"), ("max", "double"), ("min", "double"),
+          ("floordiv_f32", "float"), ("mod_f32", "float"),
+          ("floordiv_f64", "double"), ("mod_f64", "double"),
+          ("floordiv_i64", "int64_t"), ("mod_i64", "int64_t"),
+          ("floordiv_i32", "int32_t"), ("mod_i32", "int32_t"),
+          ("floordiv_i8", "int8_t"), ("mod_i8", "int8_t"),
+          ("floordiv_u8", "uint8_t"), ("mod_u8", "uint8_t")]
+
+
+def _wrappers() -> str:
+    lines = ['#include <stdint.h>', '#include "lazyrt_math.h"']
+    for f in F32_UNARY:
+        lines.append(f"void w_{f}(long n, const float *x, float *y) {{\n"
+                     f"#pragma omp parallel for simd\n"
+                     f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(x[i]); }}")
+    for f in F64_UNARY:
+        lines.append(f"void w_{f}(long n, const double *x, double *y) {{\n"
+                     f"#pragma omp parallel for simd\n"
+                     f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(x[i]); }}")
+    for f, t in BINARY:
+        lines.append(f"void w_{f}(long n, const {t} *a, const {t} *b, {t} *y) {{\n"
+                     f"#pragma omp parallel for simd\n"
+                     f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(a[i], b[i]); }}")
+    lines.append("void w_f16_to_f32(long n, const uint16_t *x, float *y) {\n"
+                 "#pragma omp parallel for simd\n"
+                 "  for (long i = 0; i < n; i++) y[i] = lz_f16bits_to_f32(x[i]); }")
+    lines.append("void w_f32_to_f16(long n, const float *x, uint16_t *y) {\n"
+                 "#pragma omp parallel for simd\n"
+                 "  for (long i = 0; i < n; i++) y[i] = lz_f32_to_f16bits(x[i]); }")
+    lines.append("void w_f16_load_store(long n, const _Float16 *x, _Float16 *y) {\n"
+                 "  for (long i = 0; i < n; i++) lz_store_f16(&y[i], lz_load_f16(&x[i]) * 3.0f); }")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return CCompiler(cache_dir=str(tmp_path_factory.mktemp("cache"))).load(
+        "test_lazyrt_math", _wrappers())
+
+
+def call(lib, name, *args, out_dtype=None):
+    args = [np.ascontiguousarray(a) for a in args]
+    out = np.empty(args[0].shape, dtype=out_dtype or args[0].dtype)
+    getattr(lib, "w_" + name)(ctypes.c_long(out.size),
+                              *[ctypes.c_void_p(a.ctypes.data) for a in args],
+                              ctypes.c_void_p(out.ctypes.data))
+    return out
+
+
+# ---- reference and error measure -------------------------------------------
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _erf(x):
+    import torch
+    return torch.special.erf(torch.from_numpy(x)).numpy()
+
+
+REFERENCE = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
+             "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sin": np.sin, "cos": np.cos}
+
+
+def ulp_error(y, ref, dtype=np.float32):
+    """Error of ``y`` (dtype) in units of the last place of the exact value ``ref``
+    (a wider float). NaN vs NaN and equal infinities are exact; any other
+    mismatch of non-finite values is an infinite error."""
+    info = np.finfo(dtype)
+    y = y.astype(np.longdouble if dtype == np.float64 else np.float64)
+    ref = np.asarray(ref, dtype=y.dtype)
+    _, e = np.frexp(np.abs(ref))
+    ulp = np.ldexp(np.ones_like(ref), np.maximum(e - 1 - info.nmant, info.minexp - info.nmant))
+    with np.errstate(invalid="ignore", over="ignore"):
+        # a finite exact value that rounds to ±inf, and NaN for NaN, count as exact
+        same = (y == ref.astype(dtype).astype(y.dtype)) | (np.isnan(y) & np.isnan(ref))
+        err = np.where(np.isfinite(y) & np.isfinite(ref), np.abs(y - ref) / ulp, np.inf)
+    return np.where(same & ~(np.isfinite(y) & np.isfinite(ref)), 0.0, err)
+
+
+SPECIALS_F32 = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, 1e-45, -1e-45,
+     1.1754942e-38, 1.17549435e-38, -1.17549435e-38, 3.4028235e38, -3.4028235e38,
+     # exp/expm1 overflow and underflow edges, sigmoid/tanh saturation edges
+     88.72283, 88.72284, 88.7229, 89.0, -87.33654, -103.97208, -103.97209, -104.0, -150.0,
+     -88.72283, 9.0, 9.01, -9.0, 3.9192, 3.92, 3.93, 15.9424, 16.0, 17.0, -17.0,
+     # log1p/log edges
+     -0.99999994, -1.0000001, 1.0000001, 0.99999994, 1e-8, -1e-8, 2**-24, -(2**-24),
+     0.3466, -0.3466, 0.3465, 0.693147, 1.0, 0.999, 1.001, 4.0, 3.999999, -4.0],
+    dtype=np.float32)
+
+
+def float32_sample(seed=0, stride=256):
+    """Every stride-th float32 bit pattern plus a random offset: all exponents,
+    both signs, all NaN/inf encodings, then the special values."""
+    rng = np.random.default_rng(seed)
+    base = np.arange(0, 2**32, stride, dtype=np.uint64)
+    bits = (base + rng.integers(0, stride, base.size, dtype=np.uint64)).astype(np.uint32)
+    return np.concatenate([bits.view(np.float32), SPECIALS_F32])
+
+
+def f32_max_ulp(lib, name, x):
+    y = call(lib, name + "f", x)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = REFERENCE[name](x.astype(np.float64))
+    return ulp_error(y, ref).max(), y
+
+
+# ---- float32 transcendental functions ----------------------------------------
+
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf"])
+def test_float32_function_is_within_documented_ulp_everywhere(lib, name):
+    if os.environ.get("LAZYRT_EXHAUSTIVE_MATH"):
+        worst = 0.0
+        for start in range(0, 2**32, 2**26):
+            x = np.arange(start, start + 2**26, dtype=np.uint64).astype(np.uint32).view(np.float32)
+            worst = max(worst, f32_max_ulp(lib, name, x)[0])
+    else:
+        worst = f32_max_ulp(lib, name, float32_sample())[0]
+    print(f"lz_{name}f max error {worst:.3f} ULP")
+    assert worst <= MAX_ULP_F32
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_float32_sin_cos_via_libm_are_accurate(lib, name):
+    worst, _ = f32_max_ulp(lib, name, float32_sample(stride=4096))
+    assert worst <= MAX_ULP_F32
+
+
+@pytest.mark.parametrize("name, x, expected", [
+    ("exp", [np.nan, np.inf, -np.inf, 0.0, -0.0, 89.0, -104.0, -87.5],
+     [np.nan, np.inf, 0.0, 1.0, 1.0, np.inf, 0.0, np.exp(np.float64(-87.5))]),
+    ("log", [np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, 1.0, 1e-45],
+     [np.nan, np.inf, np.nan, -np.inf, -np.inf, np.nan, 0.0, np.log(1.401298464324817e-45)]),
+    ("log1p", [np.nan, np.inf, -np.inf, 0.0, -0.0, -1.0, -2.0, 1e-45],
+     [np.nan, np.inf, np.nan, 0.0, -0.0, -np.inf, np.nan, 1e-45]),
+    ("expm1", [np.nan, np.inf, -np.inf, 0.0, -0.0, 89.0, 1e-45, -1e-45],
+     [np.nan, np.inf, -1.0, 0.0, -0.0, np.inf, 1e-45, -1e-45]),
+    ("tanh", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 50.0],
+     [np.nan, 1.0, -1.0, 0.0, -0.0, 1e-45, -1e-45, 1.0]),
+    ("sigmoid", [np.nan, np.inf, -np.inf, 0.0, -0.0, 200.0, -200.0, -100.0],
+     [np.nan, 1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 1 / (1 + np.exp(100.0))]),
+    ("erf", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 4.0],
+     [np.nan, 1.0, -1.0, 0.0, -0.0, 1e-45, -1e-45, 1.0]),
+])
+def test_float32_special_values_follow_libm(lib, name, x, expected):
+    y = call(lib, name + "f", np.array(x, dtype=np.float32))
+    exp = np.array(expected, dtype=np.float32)
+    np.testing.assert_array_equal(y, exp)
+    # signed zeros: -0 in, -0 out where libm does it
+    assert (np.signbit(y) == np.signbit(exp))[~np.isnan(exp)].all(), (y, exp)
+
+
+# ---- float64 versions (libm) ----------------------------------------------------
+
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf",
+                                  "sin", "cos"])
+def test_float64_function_matches_numpy(lib, name):
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.uniform(-30, 30, 200_000), rng.standard_normal(100_000) * 1e-5,
+                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 710.0, -750.0])])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = REFERENCE[name](x)
+    y = call(lib, name, x)
+    assert ulp_error(y, ref, np.float64).max() <= 2.0
+
+
+# ---- sign, round, max, min --------------------------------------------------------
+
+@pytest.mark.parametrize("dtype, sign, rnd", [(np.float32, "signf", "roundf"),
+                                              (np.float64, "sign", "round")])
+def test_sign_and_round_match_numpy(lib, dtype, sign, rnd):
+    x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.7,
+                  -3.2, 1e-40, 2**23 + 0.5, 1e300 if dtype == np.float64 else 1e30],
+                 dtype=dtype)
+    np.testing.assert_array_equal(call(lib, sign, x), np.sign(x))
+    np.testing.assert_array_equal(np.signbit(call(lib, sign, x)), np.signbit(np.sign(x)))
+    np.testing.assert_array_equal(call(lib, rnd, x), np.round(x))
+    np.testing.assert_array_equal(np.signbit(call(lib, rnd, x)), np.signbit(np.round(x)))
+
+
+VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, -3.0, 7.5, 1e30, -1e-30, 1e-40,
+          np.inf, -np.inf, np.nan]
+
+
+def pairs(dtype):
+    a, b = np.meshgrid(np.array(VALUES, dtype), np.array(VALUES, dtype))
+    rng = np.random.default_rng(2)
+    ra = (rng.standard_normal(20_000) * 100).astype(dtype)
+    rb = (rng.standard_normal(20_000) * 10).astype(dtype)
+    return np.concatenate([a.ravel(), ra]), np.concatenate([b.ravel(), rb])
+
+
+def assert_same_bits(y, ref):
+    same = (y == ref) | (np.isnan(y) & np.isnan(ref))
+    assert same.all(), list(zip(y[~same][:5], ref[~same][:5]))
+    assert (np.signbit(y) == np.signbit(ref))[~np.isnan(ref)].all()
+
+
+@pytest.mark.parametrize("dtype, mx, mn", [(np.float32, "maxf", "minf"),
+                                           (np.float64, "max", "min")])
+def test_max_min_propagate_nan_like_numpy(lib, dtype, mx, mn):
+    a, b = pairs(dtype)
+    assert_same_bits(call(lib, mx, a, b), np.maximum(a, b))
+    assert_same_bits(call(lib, mn, a, b), np.minimum(a, b))
+
+
+@pytest.mark.parametrize("dtype, s", [(np.float32, "f32"), (np.float64, "f64")])
+def test_float_floordiv_and_mod_match_numpy_including_inf_nan_zero(lib, dtype, s):
+    a, b = pairs(dtype)
+    with np.errstate(all="ignore"):
+        assert_same_bits(call(lib, "floordiv_" + s, a, b), np.floor_divide(a, b))
+        assert_same_bits(call(lib, "mod_" + s, a, b), np.remainder(a, b))
+
+
+# ---- integer floor division and modulo ------------------------------------------
+
+@pytest.mark.parametrize("dtype, s", [(np.int8, "i8"), (np.uint8, "u8")])
+def test_small_int_floordiv_and_mod_match_numpy_on_all_pairs(lib, dtype, s):
+    v = np.arange(256).astype(np.uint8).view(dtype)
+    a, b = (m.ravel() for m in np.meshgrid(v, v))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(call(lib, "floordiv_" + s, a, b), np.floor_divide(a, b))
+        np.testing.assert_array_equal(call(lib, "mod_" + s, a, b), np.remainder(a, b))
+
+
+@pytest.mark.parametrize("dtype, s", [(np.int32, "i32"), (np.int64, "i64")])
+def test_int_floordiv_and_mod_match_numpy_for_negatives_and_zero(lib, dtype, s):
+    info = np.iinfo(dtype)
+    edges = np.array([0, 1, -1, 2, -2, 3, -3, 7, -7, info.min, info.max, info.min + 1],
+                     dtype=dtype)
+    a, b = (m.ravel() for m in np.meshgrid(edges, edges))
+    rng = np.random.default_rng(3)
+    a = np.concatenate([a, rng.integers(-1000, 1000, 50_000, dtype=dtype),
+                        rng.integers(info.min, info.max, 10_000, dtype=dtype)])
+    b = np.concatenate([b, rng.integers(-20, 20, 50_000, dtype=dtype),
+                        rng.integers(info.min, info.max, 10_000, dtype=dtype)])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(call(lib, "floordiv_" + s, a, b), np.floor_divide(a, b))
+        np.testing.assert_array_equal(call(lib, "mod_" + s, a, b), np.remainder(a, b))
+
+
+# ---- float16 -------------------------------------------------------------------
+
+def test_float16_loads_every_bit_pattern_exactly(lib):
+    bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    y = call(lib, "f16_to_f32", bits, out_dtype=np.float32)
+    ref = bits.view(np.float16).astype(np.float32)
+    assert_same_bits(y, ref)
+
+
+def test_float16_stores_round_like_numpy(lib):
+    with np.errstate(all="ignore"):
+        x = np.concatenate([float32_sample(stride=2**12),
+                            np.linspace(-70000, 70000, 100_001, dtype=np.float32),
+                            # near-halfway cases between float16 neighbours
+                            (np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+                             .view(np.float16).astype(np.float32) * np.float32(1 + 2**-11))])
+        ref = x.astype(np.float16)
+    y = call(lib, "f32_to_f16", x, out_dtype=np.uint16).view(np.float16)
+    assert_same_bits(y, ref)
+
+
+def test_float16_load_store_helpers_compute_in_float32(lib):
+    x = np.array([1.0, -2.5, 65504.0, 1e-7, np.nan, 0.1], dtype=np.float16)
+    with np.errstate(all="ignore"):
+        assert_same_bits(call(lib, "f16_load_store", x),
+                         (x.astype(np.float32) * np.float32(3)).astype(np.float16))
