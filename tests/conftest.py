@@ -1,0 +1,240 @@
+"""Shared fixtures, strategies and the comparison helper of the lazyrt suite.
+
+Every numeric test takes the ``backend`` fixture: it is parametrized over
+``lr.available_backends()`` and runs the test body inside
+``with lr.backend(name):``, so a new backend (``c``, ``triton``) runs the same
+specification as the ``numpy`` reference, and NumPy itself is the oracle.
+
+Helpers are imported by test modules with ``from conftest import ...``.
+
+Hypothesis profiles: ``default`` (25 examples, the CI budget) and
+``thorough`` (300 examples); pick one with ``LAZYRT_HYPOTHESIS_PROFILE``.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import lazyrt as lr
+from lazyrt import runtime
+
+# --- hypothesis --------------------------------------------------------------
+
+_COMMON = dict(deadline=None, derandomize=False, print_blob=True,
+               suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                      HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("default", max_examples=25, **_COMMON)
+settings.register_profile("thorough", max_examples=300, **_COMMON)
+settings.register_profile("quick", max_examples=5, **_COMMON)
+settings.load_profile(os.environ.get("LAZYRT_HYPOTHESIS_PROFILE", "default"))
+
+# --- fixtures ---------------------------------------------------------------
+
+
+@pytest.fixture(params=lr.available_backends())
+def backend(request):
+    """The backend name; the test body runs inside ``with lr.backend(name)``."""
+    with lr.backend(request.param):
+        yield request.param
+
+
+@pytest.fixture
+def fresh_metrics():
+    """Metrics reset to zero (after syncing whatever an earlier test left pending)."""
+    lr.sync()
+    lr.metrics.reset()
+    yield lr.metrics
+    lr.metrics.reset()
+
+
+@pytest.fixture
+def empty_cache():
+    """An empty program cache, so cache hits and misses are this test's alone."""
+    lr.sync()
+    runtime.program_cache.clear()
+    yield runtime.program_cache
+
+
+# --- dtypes -----------------------------------------------------------------
+
+DTYPE_NAMES = ("bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64")
+DTYPES = tuple(np.dtype(n) for n in DTYPE_NAMES)
+FLOAT_DTYPES = tuple(np.dtype(n) for n in ("float16", "float32", "float64"))
+INT_DTYPES = tuple(np.dtype(n) for n in ("int8", "uint8", "int32", "int64"))
+
+#: (rtol, atol) by result dtype, for results of arithmetic and transcendentals
+TOLERANCES = {
+    np.dtype("float16"): (2e-3, 1e-3),
+    np.dtype("float32"): (2e-5, 1e-6),
+    np.dtype("float64"): (1e-6, 1e-12),
+}
+
+
+#: NumPy result dtypes lazyrt does not have, and the documented dtype it uses instead
+DEVIATIONS = {np.dtype("int16"): np.dtype("int32"),   # int8 op uint8
+              np.dtype("uint64"): np.dtype("int64")}  # sum/prod of uint8
+
+
+def lazyrt_dtype(numpy_dtype) -> np.dtype:
+    """The dtype lazyrt gives where NumPy gives ``numpy_dtype``."""
+    dt = np.dtype(numpy_dtype)
+    return DEVIATIONS.get(dt, dt)
+
+
+def _value_of(result):
+    if isinstance(result, lr.Tensor):
+        return result.numpy()
+    return np.asarray(result)
+
+
+def assert_matches(lazy_result, numpy_expected, dtype=None, rtol=None, atol=None):
+    """``lazy_result`` (a Tensor, or an array it produced) equals NumPy's.
+
+    * dtype: must equal ``dtype`` (default: the expected array's dtype, with
+      the documented :data:`DEVIATIONS` applied);
+    * shape must be equal;
+    * ints and bools must be exactly equal;
+    * floats: NaN positions must match exactly, infinities must match in
+      position and sign, finite values within the dtype's tolerance
+      (:data:`TOLERANCES`, or ``rtol``/``atol``).
+    """
+    actual = _value_of(lazy_result)
+    expected = np.asarray(numpy_expected)
+    want = np.dtype(dtype) if dtype is not None else lazyrt_dtype(expected.dtype)
+    assert isinstance(actual, np.ndarray), f"expected an ndarray, got {type(actual)}"
+    assert actual.dtype == want, f"dtype {actual.dtype} != expected {want}"
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    if want.kind not in "f":
+        np.testing.assert_array_equal(actual, expected.astype(want), strict=True)
+        return
+    exp = expected.astype(want)
+    a64, e64 = actual.astype(np.float64), exp.astype(np.float64)
+    nan_a, nan_e = np.isnan(a64), np.isnan(e64)
+    assert np.array_equal(nan_a, nan_e), (
+        f"NaN positions differ:\n actual   {actual!r}\n expected {exp!r}")
+    inf_a, inf_e = np.isinf(a64), np.isinf(e64)
+    # a finite expected value close to the dtype's max may round to inf and back
+    r, a = TOLERANCES[want]
+    r = r if rtol is None else rtol
+    a = a if atol is None else atol
+    finite = ~(nan_e | inf_e | inf_a)
+    both_inf = inf_a & inf_e
+    assert np.array_equal(np.sign(a64[both_inf]), np.sign(e64[both_inf])), (
+        f"infinity signs differ:\n actual   {actual!r}\n expected {exp!r}")
+    lone_inf = inf_a ^ inf_e
+    if lone_inf.any():
+        # only allowed where the finite side is at the edge of the dtype's range
+        big = np.finfo(want).max * (1 - 4 * r)
+        other = np.where(inf_a, e64, a64)[lone_inf]
+        assert np.all(np.abs(other) >= big), (
+            f"infinity positions differ:\n actual   {actual!r}\n expected {exp!r}")
+    np.testing.assert_allclose(a64[finite], e64[finite], rtol=r, atol=a,
+                               err_msg=f"values differ ({want})")
+
+
+def assert_exact(lazy_result, numpy_expected, dtype=None):
+    """Bit-for-bit equality (NaN equal to NaN), for movement ops and exact arithmetic."""
+    actual = _value_of(lazy_result)
+    expected = np.asarray(numpy_expected)
+    want = np.dtype(dtype) if dtype is not None else lazyrt_dtype(expected.dtype)
+    assert actual.dtype == want, f"dtype {actual.dtype} != expected {want}"
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    np.testing.assert_array_equal(actual, expected, strict=False)
+
+
+def numpy_raises(fn, *args):
+    """The exception type NumPy raises for ``fn(*args)``, or None."""
+    try:
+        with np.errstate(all="ignore"):
+            fn(*args)
+    except Exception as exc:  # noqa: BLE001 - we report which one
+        return type(exc)
+    return None
+
+
+def same_error_kind(exc: BaseException, numpy_error: type) -> bool:
+    """``exc`` is of the broad kind NumPy raised (TypeError for a UFuncTypeError...)."""
+    for kind in (OverflowError, TypeError, IndexError, ValueError):
+        if issubclass(numpy_error, kind):
+            return isinstance(exc, kind)
+    return isinstance(exc, numpy_error)
+
+
+def numpy_ref(fn, *args, **kw):
+    with np.errstate(all="ignore"):
+        return fn(*args, **kw)
+
+
+# --- strategies ---------------------------------------------------------------
+
+def shapes(min_dims=0, max_dims=4, min_side=0, max_side=6):
+    """Shapes of rank 0..4 with sizes 0..6 (size-0 dims included)."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims,
+                            min_side=min_side, max_side=max_side)
+
+
+def broadcast_pairs(min_dims=0, max_dims=4, min_side=0, max_side=5):
+    """Two shapes that broadcast together (and their result shape)."""
+    return hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=min_dims,
+                                             max_dims=max_dims, min_side=min_side,
+                                             max_side=max_side)
+
+
+def elements(dtype, special=True, small=False):
+    """Element strategy per dtype; floats include NaN/inf/-0.0 when ``special``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return st.booleans()
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if small:
+            return st.integers(max(info.min, -9), min(info.max, 9))
+        return st.one_of(st.integers(max(info.min, -20), min(info.max, 20)),
+                         st.integers(int(info.min), int(info.max)))
+    width = dtype.itemsize * 8
+    lim = 20.0 if small else (1e4 if width == 16 else 1e6)
+    finite = st.floats(-lim, lim, width=width, allow_nan=False, allow_infinity=False)
+    if not special:
+        return finite
+    return st.one_of(finite, finite, finite,
+                     st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0]))
+
+
+def arrays(dtype, shape, special=True, small=False):
+    return hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, special, small))
+
+
+LAYOUTS = ("contiguous", "transposed", "reversed", "strided", "pending")
+
+
+@st.composite
+def lazy_inputs(draw, array, layout=None):
+    """(lazy tensor, equal NumPy array): the tensor is built through a view.
+
+    Layouts: a plain leaf, ``.T`` of a transposed copy, ``[::-1]`` of a
+    reversed copy, ``[::2]`` of an interleaved copy, or a pending ``+ 0``
+    expression — the same values reached by non-contiguous index maps.
+    """
+    layout = layout or draw(st.sampled_from(LAYOUTS))
+    a = np.asarray(array)
+    if a.ndim == 0 and layout in ("transposed", "reversed", "strided"):
+        layout = "contiguous"
+    if layout == "transposed":
+        return lr.tensor(np.ascontiguousarray(a.T)).T, a
+    if layout == "reversed":
+        return lr.tensor(np.ascontiguousarray(a[::-1]))[::-1], a
+    if layout == "strided":
+        base = np.zeros((2 * a.shape[0],) + a.shape[1:], a.dtype)
+        base[::2] = a
+        if base.shape[0]:
+            base[1::2] = a[::-1] if a.shape[0] else a
+        return lr.tensor(base)[::2], a
+    if layout == "pending":
+        t = lr.tensor(a)
+        return lr.where(lr.ones(a.shape, "bool"), t, t), a
+    return lr.tensor(a), a
