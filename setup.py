@@ -14,6 +14,13 @@ extensions = [
         include_dirs=[numpy.get_include()],
         extra_compile_args=["-O3"],
     ),
+    Extension(
+        "lazyrt._launch",
+        ["lazyrt/_launch.pyx"],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    ),
 ]
 
 setup(
@@ -30,7 +37,7 @@ setup(
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
     ),
     install_requires=["numpy>=1.25", "rich>=13"],
-    extras_require={"test": ["pytest>=7", "hypothesis>=6.80"], "torch": ["torch"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6.80"], "torch": ["torch"], "bench": ["jax[cpu]", "matplotlib"]},
     entry_points={"console_scripts": ["lazyrt = lazyrt.cli:main"]},
     zip_safe=False,
 )

@@ -49,9 +49,22 @@ def available_backends() -> list[str]:
     return [n for n, e in _REGISTRY.items() if e.available()]
 
 
+def _c_compiler_path():
+    import os
+    import shutil
+    return shutil.which(os.environ.get("CC", "cc"))
+
+
+def _c_backend():
+    from .c import CBackend
+    return CBackend()
+
+
 def _register_builtin():
     from . import reference
     register("numpy", "cpu", reference.ReferenceBackend)
+    register("c", "cpu", _c_backend, available=lambda: _c_compiler_path() is not None,
+             why_unavailable=lambda: "no C compiler found ($CC or cc); install gcc")
 
 
 _register_builtin()

@@ -1,0 +1,546 @@
+"""KernelSpec -> C11 source that GCC auto-vectorizes (OpenMP for threads).
+
+Pure: spec in, :class:`CKernel` out (source text plus the integer arguments
+the source reads at run time). No compiling, no I/O.
+
+The generated function is::
+
+    void NAME(char *const *bufs, const int64_t *ia, const double *fa)
+
+``bufs`` holds the data pointers of the kernel's inputs then outputs, ``ia``
+the domain sizes and every stride/offset that is not 0 or 1, ``fa`` the
+runtime scalars. Strides of 0 and 1 are baked (they decide vectorization);
+all other sizes are arguments, so one binary serves every batch size.
+
+Loop shape: outer axes are parallel (``omp parallel for collapse``); the
+kernel's reduce axes run inside, once per *pass*: a reduction whose argument
+needs another reduction's result runs in a later pass over the row (softmax:
+max, then sum of exp, then the normalized store). Float32 sums accumulate in
+double; max/min track NaN separately so the loop still vectorizes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lazyrt import dtypes as D
+from lazyrt.kernel_ir import KernelSpec
+
+#: element count under which a kernel stays on one thread
+PARALLEL_THRESHOLD = 32768
+
+_STORE_T = {D.BOOL: "uint8_t", D.INT8: "int8_t", D.UINT8: "uint8_t", D.INT32: "int32_t",
+            D.INT64: "int64_t", D.FLOAT16: "_Float16", D.FLOAT32: "float",
+            D.FLOAT64: "double"}
+_COMPUTE_T = {**_STORE_T, D.BOOL: "int", D.FLOAT16: "float"}
+_UNSIGNED_T = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t",
+               D.INT64: "uint64_t", D.BOOL: "unsigned"}
+_INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
+
+_PRELUDE = """\
+#include <stdint.h>
+#include <math.h>
+#include "lazyrt_math.h"
+/* float16 values are computed in float and rounded after every op, as NumPy does */
+static inline float lz_h(float x) { return (float)(_Float16)x; }
+static inline int64_t lz_ipow(int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+    uint64_t r = 1, x = (uint64_t)a;
+    while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }
+    return (int64_t)r;
+}
+"""
+
+
+class EmitError(Exception):
+    """The spec asks for something this emitter does not generate."""
+
+
+@dataclass(frozen=True)
+class CKernel:
+    name: str
+    source: str
+    iargs: tuple              # int64 runtime arguments, in ``ia`` order
+    buffers: tuple            # program buffer per pointer in ``bufs``
+    scalar_params: tuple      # program scalar slot per ``fa`` entry
+
+
+def _is_float(code):
+    return code in D.FLOATING
+
+
+def _fmt_const(value, code) -> str:
+    if _is_float(code):
+        v = float(value)
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        lit = repr(v)
+        return f"{lit}f" if code != D.FLOAT64 else lit
+    if code == D.BOOL:
+        return "1" if value else "0"
+    v = int(value)
+    return f"INT64_C({v})" if code == D.INT64 else str(v)
+
+
+def _unary_float(fn32, fn64):
+    return lambda a, t, code: f"{fn64 if code == D.FLOAT64 else fn32}({a})"
+
+
+def _wrap_int(op):
+    def emit(a, b, t, code):
+        if _is_float(code):
+            return f"({a} {op} {b})"
+        if code == D.BOOL:
+            return f"({a} {'|' if op == '+' else '&'} {b})"
+        return f"({t})(({_UNSIGNED_T[code]}){a} {op} ({_UNSIGNED_T[code]}){b})"
+    return emit
+
+
+def _divmod(kind):
+    def emit(a, b, t, code):
+        suffix = {D.FLOAT32: "f32", D.FLOAT16: "f32", D.FLOAT64: "f64"}.get(code) \
+            or _INT_SUFFIX[code]
+        return f"lz_{kind}_{suffix}({a}, {b})"
+    return emit
+
+
+def _pow(a, b, t, code, const_b=None):
+    if const_b is not None and _is_float(code):
+        if const_b == 2:
+            return f"({a} * {a})"
+        if const_b == 1:
+            return f"({a})"
+        if const_b == 0.5:
+            return f"{'sqrt' if code == D.FLOAT64 else 'sqrtf'}({a})"
+        if const_b == 3:
+            return f"({a} * {a} * {a})"
+        if const_b == -1:
+            return f"(({t})1 / {a})"
+    if _is_float(code):
+        return f"{'pow' if code == D.FLOAT64 else 'powf'}({a}, {b})"
+    return f"({t})lz_ipow((int64_t){a}, (int64_t){b})"
+
+
+def _maxmin(kind):
+    def emit(a, b, t, code):
+        if _is_float(code):
+            return f"lz_{kind}{'' if code == D.FLOAT64 else 'f'}({a}, {b})"
+        cmp = ">" if kind == "max" else "<"
+        return f"({a} {cmp} {b} ? {a} : {b})"
+    return emit
+
+
+_BINARY = {
+    "add": _wrap_int("+"), "sub": _wrap_int("-"), "mul": _wrap_int("*"),
+    "truediv": lambda a, b, t, c: f"({a} / {b})",
+    "floordiv": _divmod("floordiv"), "mod": _divmod("mod"),
+    "maximum": _maxmin("max"), "minimum": _maxmin("min"),
+    "eq": lambda a, b, t, c: f"({a} == {b})", "ne": lambda a, b, t, c: f"({a} != {b})",
+    "lt": lambda a, b, t, c: f"({a} < {b})", "le": lambda a, b, t, c: f"({a} <= {b})",
+    "gt": lambda a, b, t, c: f"({a} > {b})", "ge": lambda a, b, t, c: f"({a} >= {b})",
+    "bitwise_and": lambda a, b, t, c: f"({t})({a} & {b})",
+    "bitwise_or": lambda a, b, t, c: f"({t})({a} | {b})",
+    "bitwise_xor": lambda a, b, t, c: f"({t})({a} ^ {b})",
+    "logical_and": lambda a, b, t, c: f"(({a} != 0) & ({b} != 0))",
+    "logical_or": lambda a, b, t, c: f"(({a} != 0) | ({b} != 0))",
+}
+
+
+def _neg(a, t, code):
+    if _is_float(code):
+        return f"(-{a})"
+    return f"({t})(0u - ({_UNSIGNED_T[code]}){a})"
+
+
+def _abs(a, t, code):
+    if _is_float(code):
+        return f"{'fabs' if code == D.FLOAT64 else 'fabsf'}({a})"
+    if code in (D.UINT8, D.BOOL):
+        return a
+    return f"({a} < 0 ? ({t})(0u - ({_UNSIGNED_T[code]}){a}) : {a})"
+
+
+def _float_only(name, fn32, fn64):
+    def emit(a, t, code):
+        if not _is_float(code):
+            raise EmitError(f"{name} on {D.NAMES[code]}")
+        return f"{fn64 if code == D.FLOAT64 else fn32}({a})"
+    return emit
+
+
+def _int_identity(fn32, fn64):
+    def emit(a, t, code):
+        return f"{fn64 if code == D.FLOAT64 else fn32}({a})" if _is_float(code) else a
+    return emit
+
+
+_UNARY = {
+    "neg": _neg, "abs": _abs,
+    "exp": _float_only("exp", "lz_expf", "lz_exp"),
+    "log": _float_only("log", "lz_logf", "lz_log"),
+    "log1p": _float_only("log1p", "lz_log1pf", "lz_log1p"),
+    "expm1": _float_only("expm1", "lz_expm1f", "lz_expm1"),
+    "sqrt": _float_only("sqrt", "sqrtf", "sqrt"),
+    "sin": _float_only("sin", "lz_sinf", "lz_sin"),
+    "cos": _float_only("cos", "lz_cosf", "lz_cos"),
+    "tanh": _float_only("tanh", "lz_tanhf", "lz_tanh"),
+    "sigmoid": _float_only("sigmoid", "lz_sigmoidf", "lz_sigmoid"),
+    "erf": _float_only("erf", "lz_erff", "lz_erf"),
+    "rsqrt": lambda a, t, c: f"(({t})1 / {'sqrt' if c == D.FLOAT64 else 'sqrtf'}({a}))",
+    "floor": _int_identity("floorf", "floor"),
+    "ceil": _int_identity("ceilf", "ceil"),
+    "round": _int_identity("lz_roundf", "lz_round"),
+    "sign": lambda a, t, c: (f"lz_sign{'' if c == D.FLOAT64 else 'f'}({a})" if _is_float(c)
+                             else f"({t})(({a} > 0) - ({a} < 0))"),
+    "reciprocal": lambda a, t, c: (f"(({t})1 / {a})" if _is_float(c)
+                                   else f"({a} == 0 ? ({t})0 : ({t})(1 / {a}))"),
+    "square": lambda a, t, c: _wrap_int("*")(a, a, t, c),
+    "isnan": lambda a, t, c: f"({a} != {a})" if _is_float(c) else "0",
+    "isinf": lambda a, t, c: (f"({'fabs' if c == D.FLOAT64 else 'fabsf'}({a}) == INFINITY)"
+                              if _is_float(c) else "0"),
+    "isfinite": lambda a, t, c: (f"({'fabs' if c == D.FLOAT64 else 'fabsf'}({a}) < INFINITY)"
+                                 if _is_float(c) else "1"),
+    "logical_not": lambda a, t, c: f"({a} == 0)",
+    "invert": lambda a, t, c: f"({a} ^ 1)" if c == D.BOOL else f"({t})(~{a})",
+}
+
+_REDUCE_INIT = {
+    "sum": lambda t, f: "0", "prod": lambda t, f: "1",
+    "any": lambda t, f: "0", "all": lambda t, f: "1",
+    "max": lambda t, f: "(-INFINITY)" if f else {
+        "int8_t": "INT8_MIN", "uint8_t": "0", "int32_t": "INT32_MIN",
+        "int64_t": "INT64_MIN", "int": "0"}[t],
+    "min": lambda t, f: "INFINITY" if f else {
+        "int8_t": "INT8_MAX", "uint8_t": "UINT8_MAX", "int32_t": "INT32_MAX",
+        "int64_t": "INT64_MAX", "int": "1"}[t],
+}
+_OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|",
+                  "all": "&"}
+
+
+def emit_c(spec: KernelSpec) -> CKernel:
+    """C source for one kernel, and the runtime integers it reads."""
+    return _Emitter(spec).run()
+
+
+class _Emitter:
+    def __init__(self, spec: KernelSpec):
+        self.s = spec
+        self.iargs: list[int] = []
+        self.out: list[str] = []
+        self.red = tuple(spec.reduce_axes)
+        self.outer = spec.outer_axes
+        n = len(spec.body)
+        self.elem = [False] * n    # depends on the reduce axes' coordinates
+        self.stage = [0] * n       # reduction passes that must finish before it
+        for st in spec.body:
+            if st.op == "load":
+                strides = spec.inputs[st.attr].index.strides
+                self.elem[st.id] = any(strides[a] != 0 for a in self.red)
+            elif st.op in ("scalar", "const"):
+                pass
+            elif st.op == "reduce" and self.red:
+                self.stage[st.id] = self.stage[st.args[0]] + 1
+            else:
+                self.elem[st.id] = any(self.elem[a] for a in st.args)
+                self.stage[st.id] = max((self.stage[a] for a in st.args), default=0)
+        self.row_done: set[int] = set()
+
+    # -- small pieces --
+    def arg(self, value: int) -> str:
+        self.iargs.append(int(value))
+        return f"ia[{len(self.iargs) - 1}]"
+
+    def line(self, depth: int, text: str):
+        self.out.append("    " * depth + text)
+
+    def var(self, sid: int) -> str:
+        return f"v{sid}" if self.elem[sid] else f"r{sid}"
+
+    def index(self, prefix: str, imap) -> str:
+        terms = [f"{prefix}_o"] if imap.offset else []
+        for a, st in enumerate(imap.strides):
+            if st == 1:
+                terms.append(f"i{a}")
+            elif st != 0:
+                terms.append(f"i{a} * {prefix}_s{a}")
+        return " + ".join(terms) or "0"
+
+    def declare_io(self, prefix, io, depth, const):
+        t = _STORE_T[io.dtype]
+        qual = "const " if const else ""
+        k = int(prefix[2:]) if prefix.startswith("in") else len(self.s.inputs) + int(prefix[3:])
+        self.line(depth, f"{qual}{t} *restrict {prefix} = ({qual}{t} *)bufs[{k}];")
+        if io.index.offset:
+            self.line(depth, f"const int64_t {prefix}_o = {self.arg(io.index.offset)};")
+        for a, st in enumerate(io.index.strides):
+            if st not in (0, 1):
+                self.line(depth, f"const int64_t {prefix}_s{a} = {self.arg(st)};")
+
+    # -- expressions --
+    def expr(self, sid: int) -> str:
+        st = self.s.body[sid]
+        t = _COMPUTE_T[st.dtype]
+        if st.op == "load":
+            return f"({t})in{st.attr}[{self.index(f'in{st.attr}', self.s.inputs[st.attr].index)}]"
+        if st.op == "scalar":
+            return f"s{st.attr}"
+        if st.op == "const":
+            return _fmt_const(st.attr, st.dtype)
+        args = [self.var(a) for a in st.args]
+        codes = [self.s.body[a].dtype for a in st.args]
+        if st.op == "reduce":  # over no axes (size-1 axes were coalesced away)
+            return self.reduce_identity(st, args[0], codes[0])
+        if st.op == "cast":
+            e = f"({args[0]} != 0)" if st.dtype == D.BOOL else f"({t}){args[0]}"
+        elif st.op == "where":
+            e = f"({args[0]} ? {args[1]} : {args[2]})"
+        elif st.op == "pow":
+            b = self.s.body[st.args[1]]
+            e = _pow(args[0], args[1], t, codes[0], b.attr if b.op == "const" else None)
+        elif st.op in _BINARY:
+            e = _BINARY[st.op](args[0], args[1], t, codes[0])
+        elif st.op in _UNARY:
+            e = _UNARY[st.op](args[0], t, codes[0])
+        else:
+            raise EmitError(f"the C emitter has no rule for op {st.op!r}")
+        if st.dtype == D.FLOAT16:
+            e = f"lz_h({e})"
+        return e
+
+    def reduce_identity(self, st, a, code):
+        if st.attr in ("any", "all"):
+            return f"({a} != 0)"
+        if st.attr in ("argmax", "argmin"):
+            return "INT64_C(0)"
+        return f"({_COMPUTE_T[st.dtype]}){a}"
+
+    def needed(self, targets) -> list[int]:
+        """Statements to compute ``targets``, in order, stopping at row values
+        already computed (reductions of earlier passes included)."""
+        want, stack = set(), list(targets)
+        while stack:
+            sid = stack.pop()
+            if sid in want or sid in self.row_done:
+                continue
+            st = self.s.body[sid]
+            want.add(sid)
+            if st.op == "reduce" and self.red:
+                continue  # its value comes from an earlier pass
+            stack.extend(st.args)
+        return sorted(want)
+
+    def compute(self, sids, depth, element: bool):
+        for sid in sids:
+            st = self.s.body[sid]
+            if self.elem[sid] != element or sid in self.row_done:
+                continue
+            if st.op == "reduce" and self.red:
+                continue
+            self.line(depth, f"{_COMPUTE_T[st.dtype]} {self.var(sid)} = {self.expr(sid)};")
+            if not element:
+                self.row_done.add(sid)
+
+    def store(self, k, out, depth):
+        v = self.var(out.value)
+        val = f"({_STORE_T[out.dtype]}){v}"
+        self.line(depth, f"out{k}[{self.index(f'out{k}', out.index)}] = {val};")
+
+    # -- structure --
+    def run(self) -> CKernel:
+        s = self.s
+        nd = len(s.domain)
+        self.line(0, f"/* {s.name}: {s.comment} */")
+        self.line(0, f"void {s.name}(char *const *restrict bufs, const int64_t *restrict ia, "
+                     "const double *restrict fa)")
+        self.line(0, "{")
+        for a in range(nd):
+            self.line(1, f"const int64_t n{a} = {self.arg(s.domain[a])};")
+        total = " * ".join(f"n{a}" for a in range(nd)) or "1"
+        self.line(1, f"const int64_t total = {total};")
+        self.line(1, "(void)total; (void)fa;")
+        for k, io in enumerate(s.inputs):
+            self.declare_io(f"in{k}", io, 1, True)
+        for k, io in enumerate(s.outputs):
+            self.declare_io(f"out{k}", io, 1, False)
+        for k, code in enumerate(s.scalars):
+            self.line(1, f"const {_COMPUTE_T[code]} s{k} = ({_COMPUTE_T[code]})fa[{k}];")
+        if not self.red:
+            self.pointwise_body(nd)
+        else:
+            self.reduction_body()
+        self.line(0, "}")
+        source = _PRELUDE + "\n" + "\n".join(self.out) + "\n"
+        buffers = tuple(i.buffer for i in s.inputs) + tuple(o.buffer for o in s.outputs)
+        return CKernel(s.name, source, tuple(self.iargs), buffers, tuple(s.scalar_params))
+
+    def pointwise_body(self, nd):
+        everything = self.needed([o.value for o in self.s.outputs])
+        if nd == 0:
+            self.line(1, "{")
+            self.compute(everything, 2, False)
+            for k, o in enumerate(self.s.outputs):
+                self.store(k, o, 2)
+            self.line(1, "}")
+            return
+        for a in range(nd):
+            depth = 1 + a
+            if a == 0 and nd == 1:
+                self.line(depth, f"#pragma omp parallel for simd if(total > {PARALLEL_THRESHOLD})")
+            elif a == 0:
+                collapse = f" collapse({nd - 1})" if nd > 2 else ""
+                self.line(depth, f"#pragma omp parallel for{collapse} "
+                                 f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+            elif a == nd - 1:
+                self.line(depth, "#pragma omp simd")
+            self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        self.compute(everything, nd + 1, False)
+        for k, o in enumerate(self.s.outputs):
+            self.store(k, o, nd + 1)
+        for a in reversed(range(nd)):
+            self.line(1 + a, "}")
+
+    def reduction_body(self):
+        s = self.s
+        depth = 1
+        if self.outer:
+            collapse = f" collapse({len(self.outer)})" if len(self.outer) > 1 else ""
+            self.line(depth, f"#pragma omp parallel for{collapse} "
+                             f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+            for a in self.outer:
+                self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+                depth += 1
+        else:
+            self.line(depth, "{")
+            depth += 1
+        reduces = [st for st in s.body if st.op == "reduce"]
+        passes = max(self.stage[st.id] for st in reduces)
+        for p in range(1, passes + 1):
+            self.reduction_pass([st for st in reduces if self.stage[st.id] == p], depth)
+        row_outs = [(k, o) for k, o in enumerate(s.outputs) if not self.is_elem_output(o)]
+        elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
+        self.compute(self.needed([o.value for _, o in row_outs]), depth, False)
+        for k, o in row_outs:
+            self.store(k, o, depth)
+        if elem_outs:
+            sids = self.needed([o.value for _, o in elem_outs])
+            self.compute(sids, depth, False)
+            self.open_reduce_loops(depth, [], parallel=not self.outer)
+            inner = depth + len(self.red)
+            self.compute(sids, inner + 1, True)
+            for k, o in elem_outs:
+                self.store(k, o, inner + 1)
+            self.close_loops(depth, len(self.red))
+        for a in range(depth - 1, 0, -1):
+            self.line(a, "}")
+
+    def is_elem_output(self, out) -> bool:
+        return self.elem[out.value] or any(out.index.strides[a] != 0 for a in self.red)
+
+    def open_reduce_loops(self, depth, clauses, parallel, serial=False):
+        red = self.red
+        for k, a in enumerate(red):
+            innermost = k == len(red) - 1
+            clause = " ".join(clauses)
+            if serial:
+                pragma = ("#pragma omp parallel for if(total > %d)" % PARALLEL_THRESHOLD
+                          if False else None)
+            elif k == 0 and parallel:
+                pragma = (f"#pragma omp parallel for{' simd' if innermost else ''} {clause} "
+                          f"if(total > {PARALLEL_THRESHOLD})")
+            elif innermost:
+                pragma = f"#pragma omp simd {clause}"
+            else:
+                pragma = None
+            if pragma:
+                self.line(depth + k, pragma.replace("  ", " ").rstrip())
+            self.line(depth + k, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+
+    def close_loops(self, depth, count):
+        for k in reversed(range(count)):
+            self.line(depth + k, "}")
+
+    def reduction_pass(self, reduces, depth):
+        """One loop over the reduce axes accumulating ``reduces``."""
+        args = [st.args[0] for st in reduces]
+        sids = self.needed(args)
+        self.compute(sids, depth, False)  # row values the loop reads, hoisted
+        clauses, finals = [], []
+        serial = any(st.attr in ("argmax", "argmin") for st in reduces)
+        for st in reduces:
+            self.declare_accumulator(st, depth, clauses, finals)
+        self.open_reduce_loops(depth, clauses, parallel=not self.outer and not serial,
+                               serial=serial)
+        inner = depth + len(self.red)
+        self.compute(sids, inner + 1, True)
+        if serial:
+            lin = "0"
+            for a in self.red:
+                lin = f"({lin}) * n{a} + i{a}" if lin != "0" else f"i{a}"
+            self.line(inner + 1, f"const int64_t lin = {lin};")
+        for st in reduces:
+            self.accumulate(st, inner + 1)
+        self.close_loops(depth, len(self.red))
+        for text in finals:
+            self.line(depth, text)
+        for st in reduces:
+            self.row_done.add(st.id)
+
+    def declare_accumulator(self, st, depth, clauses, finals):
+        arg_code = self.s.body[st.args[0]].dtype
+        is_f = _is_float(arg_code)
+        t = _COMPUTE_T[st.dtype]
+        name = f"acc{st.id}"
+        kind = st.attr
+        if kind in ("sum", "prod"):
+            acc_t = "double" if is_f else "uint64_t"
+            self.line(depth, f"{acc_t} {name} = {_REDUCE_INIT[kind](acc_t, is_f)};")
+            clauses.append(f"reduction({_OMP_REDUCTION[kind]}:{name})")
+            finals.append(f"const {t} r{st.id} = ({t}){name};")
+        elif kind in ("max", "min"):
+            acc_t = _COMPUTE_T[arg_code]
+            self.line(depth, f"{acc_t} {name} = {_REDUCE_INIT[kind](acc_t, is_f)};")
+            clauses.append(f"reduction({kind}:{name})")
+            if is_f:
+                self.line(depth, f"int nan{st.id} = 0;")
+                clauses.append(f"reduction(|:nan{st.id})")
+                finals.append(f"const {t} r{st.id} = nan{st.id} ? ({t})NAN : ({t}){name};")
+            else:
+                finals.append(f"const {t} r{st.id} = ({t}){name};")
+        elif kind in ("any", "all"):
+            self.line(depth, f"int {name} = {_REDUCE_INIT[kind]('int', False)};")
+            clauses.append(f"reduction({_OMP_REDUCTION[kind]}:{name})")
+            finals.append(f"const int r{st.id} = {name};")
+        elif kind in ("argmax", "argmin"):
+            acc_t = _COMPUTE_T[arg_code]
+            self.line(depth, f"{acc_t} best{st.id} = 0; int64_t {name} = 0;")
+            finals.append(f"const int64_t r{st.id} = {name};")
+        else:
+            raise EmitError(f"the C emitter has no reduction {kind!r}")
+
+    def accumulate(self, st, depth):
+        x = self.var(st.args[0])
+        name = f"acc{st.id}"
+        kind = st.attr
+        is_f = _is_float(self.s.body[st.args[0]].dtype)
+        if kind == "sum":
+            self.line(depth, f"{name} += ({'double' if is_f else 'uint64_t'}){x};")
+        elif kind == "prod":
+            self.line(depth, f"{name} *= ({'double' if is_f else 'uint64_t'}){x};")
+        elif kind in ("max", "min"):
+            cmp = ">" if kind == "max" else "<"
+            self.line(depth, f"{name} = {x} {cmp} {name} ? {x} : {name};")
+            if is_f:
+                self.line(depth, f"nan{st.id} |= ({x} != {x});")
+        elif kind == "any":
+            self.line(depth, f"{name} |= ({x} != 0);")
+        elif kind == "all":
+            self.line(depth, f"{name} &= ({x} != 0);")
+        else:
+            cmp = ">" if kind == "argmax" else "<"
+            nan_wins = f" || {x} != {x}" if is_f else ""
+            keep_nan = f"best{st.id} == best{st.id} && " if is_f else ""
+            self.line(depth, f"if (lin == 0 || ({keep_nan}({x} {cmp} best{st.id}{nan_wins}))) "
+                             f"{{ best{st.id} = {x}; {name} = lin; }}")

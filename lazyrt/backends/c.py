@@ -1,0 +1,185 @@
+"""The ``c`` backend: plan -> C kernels -> shared objects -> launches.
+
+A program is the planner's steps bound to runnable pieces: generated
+kernels (compiled once per source, cached on disk by :mod:`.c_compiler`),
+BLAS matmuls (``np.matmul`` into a preallocated buffer) and the opaque
+movement ops (NumPy). Scratch buffers are allocated once per program and
+reused across runs; outputs come from the size-bucketed pool in
+:mod:`lazyrt._launch` because they are handed to the user.
+
+Debugging: ``LAZYRT_DEBUG=2`` prints each kernel's time and GB/s, ``=3`` the
+fusion plan with the reason for every buffer, ``=4`` the generated source;
+``LAZYRT_DUMP_DIR=D`` writes the graph, plan and sources of every compiled
+graph into ``D/<graph key>/``.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+
+import numpy as np
+
+from .. import _launch
+from .. import dtypes as D
+from ..codegen.c import emit_c
+from ..metrics import metrics
+from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
+from .c_compiler import CCompiler
+
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("LAZYRT_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def _strided(arr, view):
+    """``view`` (a planner Strided) of the flat buffer behind ``arr``."""
+    flat = arr.reshape(-1)
+    item = arr.itemsize
+    if not flat.size and not view.shape:
+        return flat.reshape(())
+    start = flat[view.offset:] if flat.size else flat
+    return np.lib.stride_tricks.as_strided(
+        start, view.shape, tuple(s * item for s in view.strides), writeable=False)
+
+
+class _Matmul:
+    name = "matmul"
+
+    def __init__(self, step):
+        self.step = step
+
+    def run(self, bufs, scalars):
+        s = self.step
+        a = _strided(bufs[s.a.buffer], s.a.view)
+        b = _strided(bufs[s.b.buffer], s.b.view)
+        np.matmul(a, b, out=bufs[s.out])
+
+
+class _Opaque:
+    def __init__(self, step):
+        self.step = step
+        self.name = step.op.name
+
+    def run(self, bufs, scalars):
+        s = self.step
+        ins = [_strided(bufs[v.buffer], v.view) for v in s.inputs]
+        bufs[s.out][...] = s.op.ref(*ins, s.attrs)
+
+
+class CProgram:
+    def __init__(self, the_plan, launches):
+        self.plan = the_plan
+        self.launches = launches
+        self.kernels = len(launches)
+        self.scratch = None
+        self.param_buffers = the_plan.param_buffers
+        self.scalar_slot = the_plan.scalar_slot
+        self.n_scalars = the_plan.n_scalars
+        self.output_ids = [b.id for b in the_plan.buffers if b.kind == "output"]
+        self.bytes = [_bytes_of(s) for s in the_plan.steps]
+
+    def _buffers(self):
+        buffers = self.plan.buffers
+        if self.scratch is None:
+            self.scratch = {b.id: _launch.empty(b.shape, D.DTYPES[b.dtype])
+                            for b in buffers if b.kind == "scratch"}
+        bufs = [None] * len(buffers)
+        for i, arr in self.scratch.items():
+            bufs[i] = arr
+        for i in self.output_ids:
+            b = buffers[i]
+            bufs[i] = _launch.empty(b.shape, D.DTYPES[b.dtype])
+        return bufs
+
+    def run(self, params):
+        bufs = self._buffers()
+        scalars = np.empty(self.n_scalars + 1, np.float64)
+        for value, buf, slot in zip(params, self.param_buffers, self.scalar_slot):
+            if buf >= 0:
+                if not value.flags.c_contiguous:
+                    value = np.ascontiguousarray(value)
+                bufs[buf] = value
+            else:
+                scalars[slot] = value
+        if _debug_level() >= 2:
+            self._run_timed(bufs, scalars)
+        else:
+            for launch in self.launches:
+                launch.run(bufs, scalars)
+        return [_strided(bufs[o.buffer], o.view) if not _is_whole(bufs[o.buffer], o.view)
+                else bufs[o.buffer] for o in self.plan.outputs]
+
+    def _run_timed(self, bufs, scalars):
+        for launch, nbytes in zip(self.launches, self.bytes):
+            t0 = time.perf_counter()
+            launch.run(bufs, scalars)
+            dt = time.perf_counter() - t0
+            gbs = nbytes / dt / 1e9 if dt > 0 and nbytes else 0.0
+            print(f"[lazyrt]   {launch.name:<40s} {dt * 1e3:9.3f} ms {gbs:8.2f} GB/s",
+                  file=sys.stderr)
+
+
+def _is_whole(arr, view):
+    return view.offset == 0 and view.shape == arr.shape and \
+        tuple(s * arr.itemsize for s in view.strides) == arr.strides
+
+
+def _bytes_of(step):
+    if isinstance(step, KernelStep):
+        return step.spec.bytes_moved()
+    return 0
+
+
+class CBackend:
+    name = "c"
+    device = "cpu"
+
+    def __init__(self):
+        self.compiler = CCompiler()
+        # sqrt without errno is still IEEE sqrt; errno handling blocks vectorization
+        if "-fno-math-errno" not in self.compiler.flags:
+            self.compiler.flags = tuple(self.compiler.flags) + ("-fno-math-errno",)
+
+    def compile(self, graph):
+        the_plan = plan(graph)
+        level = _debug_level()
+        dump = os.environ.get("LAZYRT_DUMP_DIR")
+        sources = []
+        launches = []
+        for step in the_plan.steps:
+            if isinstance(step, KernelStep):
+                ck = emit_c(step.spec)
+                sources.append(ck)
+                lib = self.compiler.load(ck.name, ck.source)
+                address = ctypes.cast(getattr(lib, ck.name), ctypes.c_void_p).value
+                launches.append(_launch.KernelLaunch(ck.name, address, ck.buffers, ck.iargs,
+                                                     ck.scalar_params, lib))
+            elif isinstance(step, MatmulStep):
+                launches.append(_Matmul(step))
+            elif isinstance(step, OpaqueStep):
+                launches.append(_Opaque(step))
+        if level >= 3:
+            print(the_plan.describe(), file=sys.stderr)
+        if level >= 4:
+            for ck in sources:
+                print(ck.source, file=sys.stderr)
+        if dump:
+            _dump(dump, graph, the_plan, sources)
+        return CProgram(the_plan, launches)
+
+
+def _dump(root, graph, the_plan, sources):
+    folder = os.path.join(root, f"{graph.key:016x}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "graph.txt"), "w") as f:
+        f.write(graph.describe() + "\n")
+    with open(os.path.join(folder, "plan.txt"), "w") as f:
+        f.write(the_plan.describe() + "\n")
+    for ck in sources:
+        with open(os.path.join(folder, f"{ck.name}.c"), "w") as f:
+            f.write(ck.source)
