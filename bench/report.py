@@ -16,7 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-console = Console()
+# piped output (CI logs, `| tee`) would otherwise wrap wide tables at 80 columns
+console = Console(width=None if sys.stdout.isatty() else 150)
 
 
 def fmt(value, digits=3) -> str:
@@ -72,8 +73,10 @@ def write_json(path, suite: str, payload: dict) -> Path:
     return path
 
 
-def plot_bars(path, title: str, series: dict, ylabel: str) -> bool:
-    """Grouped bar chart: ``series`` = {case: {peer: value}}. False when no matplotlib."""
+def plot_bars(path, title: str, series: dict, ylabel: str, log: bool = True) -> bool:
+    """Grouped bar chart: ``series`` = {case: {peer: value}}. False when no matplotlib.
+
+    Log scale by default: cases span µs to 100s of ms."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -91,6 +94,8 @@ def plot_bars(path, title: str, series: dict, ylabel: str) -> bool:
         ax.bar(xs, ys, width, label=peer)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
     ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
+    if log:
+        ax.set_yscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7)

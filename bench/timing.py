@@ -74,12 +74,15 @@ def _sample(peer: Peer) -> float:
 
 
 def interleaved(peers: list[Peer], repeats: int = MIN_REPEATS, warmup: int = 2,
-                target_s: float = 0.02, pause_s: Optional[float] = None) -> list[Peer]:
+                target_s: float = 0.02, pause_s: Optional[float] = None,
+                sample: Callable[[Peer], float] = None) -> list[Peer]:
     """Time ``peers`` round-robin: ``repeats`` rounds, each peer once per round.
 
     Fills ``peer.samples`` (seconds per call) and returns the peers. ``pause_s``
-    overrides the pause before each sample (single-threaded suites need less).
+    overrides the pause before each sample (single-threaded suites need less);
+    ``sample`` replaces the wall-clock sampler (the GPU suite uses CUDA events).
     """
+    sample = sample or _sample
     for peer in peers:
         peer.activate()
         for _ in range(warmup):
@@ -89,7 +92,7 @@ def interleaved(peers: list[Peer], repeats: int = MIN_REPEATS, warmup: int = 2,
     for _ in range(max(repeats, MIN_REPEATS)):
         for peer in peers:
             pause(pause_s)
-            peer.samples.append(_sample(peer))
+            peer.samples.append(sample(peer))
     return peers
 
 
