@@ -342,25 +342,64 @@ static inline double lz_sign(double x)
 static inline float lz_roundf(float x) { return __builtin_rintf(x); }
 static inline double lz_round(double x) { return __builtin_rint(x); }
 
-/* ---- float16 storage: load to float32, compute, round back on store ----- */
+/* ---- float16 storage: load to float32, compute, round back on store -----
+ * GCC 12 cannot vectorize _Float16 <-> float casts without AVX512-FP16, so the
+ * conversions are done on the bits (F. Giesen's branch-free method, made into
+ * mask selects); they are exact on load and round half to even on store, like
+ * NumPy's astype. NaN stores as a quiet NaN of the same sign. */
 
-static inline float lz_f16_to_f32(_Float16 h) { return (float)h; }
-static inline _Float16 lz_f32_to_f16(float x) { return (_Float16)x; }
-static inline float lz_load_f16(const _Float16 *p) { return (float)*p; }
-static inline void lz_store_f16(_Float16 *p, float x) { *p = (_Float16)x; }
-/* the same, on raw uint16_t bit patterns */
 static inline float lz_f16bits_to_f32(uint16_t bits)
 {
-    _Float16 h;
-    memcpy(&h, &bits, 2);
-    return (float)h;
+    uint32_t h = bits;
+    uint32_t em = h & 0x7fffu;
+    /* exponent rebias 15 -> 127 by multiplying by 2^112: exact, also for denormals */
+    uint32_t o = lz__asuint32(lz__asfloat(em << 13) * 0x1p112f);
+    o |= em >= 0x7c00u ? 0x7f800000u : 0u; /* inf / NaN keep all exponent bits */
+    return lz__asfloat(o | ((h & 0x8000u) << 16));
 }
+
 static inline uint16_t lz_f32_to_f16bits(float x)
 {
-    _Float16 h = (_Float16)x;
+    uint32_t u = lz__asuint32(x);
+    uint32_t sign = u & 0x80000000u;
+    uint32_t a = u ^ sign;
+    /* |x| < 2^-14: the float16 result is denormal or zero; adding 0.5 rounds
+     * the 10 mantissa bits into place (round half to even by the FPU) */
+    float d = lz__asfloat(a) + 0.5f;
+    uint32_t denorm = lz__asuint32(d) - 0x3f000000u;
+    /* normal range: rebias the exponent and round half to even by hand */
+    uint32_t normal = (a + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    uint32_t special = a > 0x7f800000u ? 0x7e00u : 0x7c00u; /* NaN, else inf/overflow */
+    uint32_t m_den = 0u - (uint32_t)(a < 0x38800000u);  /* mask selects: see lz__sel */
+    uint32_t m_spc = 0u - (uint32_t)(a >= 0x47800000u);
+    uint32_t o = (denorm & m_den) | (normal & ~m_den);
+    o = (special & m_spc) | (o & ~m_spc);
+    return (uint16_t)(o | (sign >> 16));
+}
+
+static inline float lz_f16_to_f32(_Float16 h)
+{
     uint16_t bits;
     memcpy(&bits, &h, 2);
-    return bits;
+    return lz_f16bits_to_f32(bits);
+}
+static inline _Float16 lz_f32_to_f16(float x)
+{
+    uint16_t bits = lz_f32_to_f16bits(x);
+    _Float16 h;
+    memcpy(&h, &bits, 2);
+    return h;
+}
+static inline float lz_load_f16(const _Float16 *p)
+{
+    uint16_t bits;
+    memcpy(&bits, p, 2);
+    return lz_f16bits_to_f32(bits);
+}
+static inline void lz_store_f16(_Float16 *p, float x)
+{
+    uint16_t bits = lz_f32_to_f16bits(x);
+    memcpy(p, &bits, 2);
 }
 
 #endif /* LAZYRT_MATH_H */

@@ -7,9 +7,10 @@ Set LAZYRT_EXHAUSTIVE_MATH=1 to sweep all 2^32 float32 bit patterns instead
 (about a minute per function on 2 cores).
 """
 import ctypes
-import math
 import os
+import re
 import shutil
+import subprocess
 import warnings
 
 import numpy as np
@@ -286,7 +287,9 @@ def test_float16_stores_round_like_numpy(lib):
                             np.linspace(-70000, 70000, 100_001, dtype=np.float32),
                             # near-halfway cases between float16 neighbours
                             (np.arange(2**16, dtype=np.uint32).astype(np.uint16)
-                             .view(np.float16).astype(np.float32) * np.float32(1 + 2**-11))])
+                             .view(np.float16).astype(np.float32) * np.float32(1 + 2**-11)),
+                            # every float16 denormal and the midpoints between them
+                            np.arange(-4096, 4097, dtype=np.float32) * np.float32(2**-25)])
         ref = x.astype(np.float16)
     y = call(lib, "f32_to_f16", x, out_dtype=np.uint16).view(np.float16)
     assert_same_bits(y, ref)
@@ -297,3 +300,39 @@ def test_float16_load_store_helpers_compute_in_float32(lib):
     with np.errstate(all="ignore"):
         assert_same_bits(call(lib, "f16_load_store", x),
                          (x.astype(np.float32) * np.float32(3)).astype(np.float16))
+
+
+# ---- vectorization --------------------------------------------------------------
+
+VECTORIZABLE = ["lz_expf", "lz_logf", "lz_log1pf", "lz_expm1f", "lz_tanhf", "lz_sigmoidf",
+                "lz_erff", "lz_roundf", "lz_signf", "lz_f16bits_to_f32", "lz_f32_to_f16bits"]
+
+
+def _is_gcc():
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    return cc is not None and b"Free Software Foundation" in subprocess.run(
+        [cc, "--version"], capture_output=True).stdout
+
+
+@pytest.mark.skipif(not _is_gcc(), reason="the -fopt-info report is GCC's")
+def test_header_functions_vectorize_without_fast_math(tmp_path):
+    """Each function the header claims to vectorize does, in a `#pragma omp simd`
+    loop built with the backend's own flags (no -ffast-math)."""
+    lines = ['#include <stdint.h>', '#include "lazyrt_math.h"']
+    where = {}
+    for f in VECTORIZABLE:
+        tin = "uint16_t" if f == "lz_f16bits_to_f32" else "float"
+        tout = "uint16_t" if f == "lz_f32_to_f16bits" else "float"
+        lines.append(f"void v_{f}(long n, const {tin} *x, {tout} *y) {{")
+        lines.append("#pragma omp simd")
+        lines.append(f"  for (long i = 0; i < n; i++) y[i] = {f}(x[i]); }}")
+        where[len(lines)] = f
+    src = tmp_path / "vec.c"
+    src.write_text("\n".join(lines) + "\n")
+    cc = CCompiler(cache_dir=str(tmp_path))
+    out = subprocess.run([os.environ.get("CC", "cc"), *cc.flags, "-fopt-info-vec-optimized",
+                          "-o", str(tmp_path / "vec.so"), str(src)],
+                         capture_output=True, text=True, check=True).stderr
+    vectorized = {where[int(m)] for m in re.findall(r"vec\.c:(\d+):\d+: optimized: loop vectorized", out)
+                  if int(m) in where}
+    assert sorted(set(VECTORIZABLE) - vectorized) == []
