@@ -14,6 +14,13 @@ extensions = [
         include_dirs=[numpy.get_include()],
         extra_compile_args=["-O3"],
     ),
+    Extension(
+        "lazyrt._launch",
+        ["lazyrt/_launch.pyx"],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    ),
 ]
 
 setup(
