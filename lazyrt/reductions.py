@@ -166,6 +166,9 @@ def logsumexp(x, axis=None, keepdims=False):
     if x._node.dtype not in D.FLOATING:
         x = astype(x, "float64")
     axes = normalize_axes("logsumexp", x.shape, axis)
+    if _count(x, axes) == 0:
+        # nothing to shift by (max has no identity): log(0) = -inf, as NumPy/SciPy
+        return log(sum(exp(x), axes, keepdims))
     m = max(x, axes, keepdims=True)
     # an infinite max would give inf - inf = nan: shift by 0 there instead
     safe = where(isinf(m), 0.0, m)
