@@ -7,6 +7,8 @@ specification as the ``numpy`` reference, and NumPy itself is the oracle.
 
 Helpers are imported by test modules with ``from conftest import ...``.
 
+``LAZYRT_TEST_BACKENDS=numpy,c`` restricts the backends under test.
+
 Hypothesis profiles: ``default`` (25 examples, the CI budget) and
 ``thorough`` (300 examples); pick one with ``LAZYRT_HYPOTHESIS_PROFILE``.
 """
@@ -36,7 +38,15 @@ settings.load_profile(os.environ.get("LAZYRT_HYPOTHESIS_PROFILE", "default"))
 # --- fixtures ---------------------------------------------------------------
 
 
-@pytest.fixture(params=lr.available_backends())
+def _test_backends() -> list[str]:
+    """Every available backend, or the comma-separated ``LAZYRT_TEST_BACKENDS``."""
+    chosen = os.environ.get("LAZYRT_TEST_BACKENDS")
+    if not chosen:
+        return lr.available_backends()
+    return [b.strip() for b in chosen.split(",") if b.strip()]
+
+
+@pytest.fixture(params=_test_backends())
 def backend(request):
     """The backend name; the test body runs inside ``with lr.backend(name)``."""
     with lr.backend(request.param):
@@ -147,11 +157,11 @@ def assert_exact(lazy_result, numpy_expected, dtype=None):
     np.testing.assert_array_equal(actual, expected, strict=False)
 
 
-def numpy_raises(fn, *args):
-    """The exception type NumPy raises for ``fn(*args)``, or None."""
+def numpy_raises(fn, *args, **kwargs):
+    """The exception type NumPy raises for ``fn(*args, **kwargs)``, or None."""
     try:
         with np.errstate(all="ignore"):
-            fn(*args)
+            fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - we report which one
         return type(exc)
     return None
