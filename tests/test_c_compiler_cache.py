@@ -105,25 +105,29 @@ def test_default_cache_dir_follows_xdg(tmp_path, monkeypatch):
     assert CCompiler().cache_root == str(tmp_path / "lazyrt")
 
 
-def _compile_in_child(cache_dir, queue):
+def _compile_in_child(cache_dir, queue, barrier):
     import ctypes
     lazyrt.metrics.reset()
-    lib = CCompiler(cache_dir=cache_dir).load("k_concurrent", SOURCE + "// concurrent\n")
+    compiler = CCompiler(cache_dir=cache_dir)
+    barrier.wait(30)  # both children reach the compiler together
+    lib = compiler.load("k_concurrent", SOURCE + "// concurrent\n")
     lib.add_one.restype = ctypes.c_double
-    queue.put(lib.add_one(ctypes.c_double(2.0)))
+    queue.put((lib.add_one(ctypes.c_double(2.0)), lazyrt.metrics.compiles))
 
 
 def test_two_processes_compiling_the_same_kernel_both_succeed(tmp_path):
     ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_compile_in_child, args=(str(tmp_path), queue))
+    queue, barrier = ctx.Queue(), ctx.Barrier(2)
+    procs = [ctx.Process(target=_compile_in_child, args=(str(tmp_path), queue, barrier))
              for _ in range(2)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
-    assert sorted(queue.get(timeout=5) for _ in procs) == [3.0, 3.0]
+    results = [queue.get(timeout=5) for _ in procs]
+    assert [value for value, _ in results] == [3.0, 3.0]
+    assert sum(compiles for _, compiles in results) >= 1
     assert not list(tmp_path.rglob("*.tmp*"))  # no temp files left behind
     assert len(list(tmp_path.rglob("*.so"))) == 1
 
@@ -144,6 +148,28 @@ def test_missing_compiler_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent")
     with pytest.raises(BackendError, match=r"/nonexistent.*apt-get install gcc"):
         CCompiler(cache_dir=str(tmp_path)).load("k_add_one", SOURCE)
+
+
+def test_compiler_without_openmp_says_to_install_libgomp(tmp_path, monkeypatch):
+    fake = tmp_path / "cc-without-openmp"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp ] && '
+                    '{ echo "fatal error: omp.h: No such file or directory" >&2; exit 1; }; done\n'
+                    f'exec {shutil.which("cc")} "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    with pytest.raises(BackendError, match=r"OpenMP.*libgomp") as err:
+        CCompiler(cache_dir=str(tmp_path / "cache")).load("k_add_one", SOURCE)
+    assert "omp.h" in str(err.value)
+
+
+def test_stale_temp_files_of_killed_compiles_are_cleaned(tmp_path):
+    cc = CCompiler(cache_dir=str(tmp_path))
+    cc.load("k_add_one", SOURCE)
+    stale = os.path.join(cc.cache_dir, "k_add_one-dead.123.abcd.tmp.so")
+    open(stale, "wb").close()
+    os.utime(stale, (0, 0))
+    cc.load("k_other", SOURCE + "// other\n")
+    assert not os.path.exists(stale)
 
 
 def test_key_changes_with_source_and_flags(tmp_path):

@@ -226,6 +226,7 @@ class CCompiler:
         # The checksum goes in after the binary: a reader that races us sees a
         # mismatch, and compiles again, rather than trusting a half-written entry.
         _atomic_write(base + ".sha256", (digest + "\n").encode())
+        _remove_stale_temp_files(self.cache_dir)
 
     def _openmp_works(self) -> bool:
         """Can this compiler build and link an OpenMP program? Probed once per process."""
@@ -288,6 +289,15 @@ def _atomic_write(path: str, data: bytes):
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _remove_stale_temp_files(folder: str, age_s: float = 3600.0):
+    """Temp files of compiles that were killed midway (a live compile is younger)."""
+    cutoff = time.time() - age_s
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if ".tmp" in entry.name and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                _remove(entry.path)
 
 
 def _remove(path: str):
