@@ -127,7 +127,7 @@ def unary_table(ufunc: np.ufunc) -> list[tuple[int, int]]:
 
 def promote(a: int, b: int) -> int:
     """NumPy's result_type of two lazyrt dtypes."""
-    return CODE[np.result_type(DTYPES[a], DTYPES[b])]
+    return _lazyrt_code(np.result_type(DTYPES[a], DTYPES[b]))  # int8 with uint8: int32
 
 
 def scalar_kind(value) -> int:
