@@ -125,9 +125,10 @@ def unary_table(ufunc: np.ufunc) -> list[tuple[int, int]]:
     return [resolve_unary(ufunc, a) for a in range(NDTYPES)]
 
 
-def promote(a: int, b: int) -> int:
-    """NumPy's result_type of two lazyrt dtypes."""
-    return _lazyrt_code(np.result_type(DTYPES[a], DTYPES[b]))  # int8 with uint8: int32
+def promote(*codes: int) -> int:
+    """NumPy's result_type of lazyrt dtypes, taken all at once as NumPy does
+    (it is not associative: int8, uint8, float16 gives float16)."""
+    return _lazyrt_code(np.result_type(*(DTYPES[c] for c in codes)))  # int8, uint8: int32
 
 
 def scalar_kind(value) -> int:

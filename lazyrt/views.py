@@ -257,9 +257,7 @@ def concat(tensors, axis=0):
                                  if i != axis):
             raise ShapeError(f"lazyrt.concat: shapes {[u.shape for u in ts]} differ outside "
                              f"axis {axis}")
-    code = ts[0]._node.dtype
-    for t in ts[1:]:
-        code = D.promote(code, t._node.dtype)
+    code = D.promote(*(t._node.dtype for t in ts))
     ts = [astype(t, D.DTYPES[code]) for t in ts]
     if len(ts) == 1:
         return ts[0]
