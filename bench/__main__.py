@@ -30,7 +30,20 @@ def parse_args(argv=None):
                    help="shorter pauses and warm-up; same sizes, still >= 10 repeats")
     p.add_argument("--with-reference", action="store_true",
                    help="also time lazyrt's numpy reference backend")
+    p.add_argument("--cold-caches", action="store_true",
+                   help="empty on-disk compile caches (lazyrt, TorchInductor), so first-call "
+                        "times are real compiles")
     return p.parse_args(argv)
+
+
+def use_cold_caches() -> None:
+    """Point lazyrt's and TorchInductor's disk caches at a fresh temp dir.
+
+    Must run before lazyrt or torch is imported: both read the env at import."""
+    import tempfile
+    root = tempfile.mkdtemp(prefix="lazyrt-bench-")
+    os.environ["LAZYRT_CACHE_DIR"] = os.path.join(root, "lazyrt")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
 
 
 def _paths(args, suite):
@@ -72,7 +85,10 @@ def run_suite(suite, args) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from bench import timing
+    if args.cold_caches:
+        use_cold_caches()
+    from bench import report, timing
+    report.warn_if_busy()
     if args.quick:
         timing.set_pause(0.05)
     for suite in SUITES if args.suite == "all" else (args.suite,):

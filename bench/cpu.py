@@ -100,8 +100,25 @@ def _row(case, impl, copy_gbs):
             "pct_copy": 100 * gbs / copy_gbs if copy_gbs else None,
             "gflop_s": case.flops / s / 1e9 if case.flops else None,
             "first_call_s": impl.first_call_s if impl.compiled else None,
+            "first_call_note": _first_call_note(impl),
             "check": impl.extra.get("check"), "max_abs_err": impl.extra.get("max_abs_err"),
             "samples_ms": [x * 1e3 for x in impl.extra["samples_s"]]}
+
+
+def _first_call_note(impl):
+    """For lazyrt: whether the first call compiled or found its kernels on disk."""
+    if "compiles" not in impl.extra or not impl.compiled:
+        return None
+    if impl.extra["compiles"]:
+        return f"{impl.extra['compiles']} compile(s), {impl.extra['compile_time_s']:.2f} s"
+    return "disk cache" if impl.extra.get("disk_cache_hits") else "no compile"
+
+
+def _first_call_cell(r):
+    s = r.get("first_call_s")
+    if s is None:
+        return None
+    return f"{s:.3g} ({r['first_call_note']})" if r.get("first_call_note") else s
 
 
 def print_results(rows) -> None:
@@ -115,7 +132,7 @@ def print_results(rows) -> None:
             styles.append("dim")
             continue
         table.append([case, r["impl"], r["ms"], r["gb_s"], r["pct_copy"], r["gflop_s"],
-                      r["first_call_s"], r["check"]])
+                      _first_call_cell(r), r["check"]])
         styles.append("bold red" if r["check"] == "MISMATCH" else
                       "cyan" if r["impl"].startswith("lazyrt") else None)
     report.print_table(f"CPU suite ({THREADS} threads, float32, median)",

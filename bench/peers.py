@@ -157,8 +157,13 @@ def lazyrt_impl(case: Case, arrays: list, backend: str,
         lr.sync(out)
         return out
 
-    return first_call(Impl(name, call, lambda t: t.numpy(), lambda: lr.set_backend(backend),
+    before = lr.metrics.snapshot()
+    impl = first_call(Impl(name, call, lambda t: t.numpy(), lambda: lr.set_backend(backend),
                            compiled=backend != "numpy"), sync)
+    after = lr.metrics.snapshot()
+    impl.extra.update({k: after.get(k, 0) - before.get(k, 0)
+                       for k in ("compiles", "compile_time_s", "disk_cache_hits")})
+    return impl
 
 
 def lazyrt_backends(with_reference: bool, device: str) -> list[str]:

@@ -34,11 +34,11 @@ MAX_TORCH_FRACTION = 1 / 3
 
 @dataclass
 class OpCase:
-    """One row: ``make(lib, a, b, m)`` returns a zero-argument callable doing the op."""
+    """One row: ``make(lib, a, b, m)`` returns a zero-argument callable doing the op
+    (``a``, ``b``: 16 elements; ``m``: 4x4)."""
     name: str
     make: Callable
     n_ops: int = 1      # recorded ops per call (targets scale with it)
-    judged: bool = True
 
 
 class _Inplace:
@@ -57,28 +57,25 @@ class _Inplace:
         self.x = x
 
 
-def _cases(libs) -> list[OpCase]:
-    np_, torch_, lr_ = libs
+def _cases(lr) -> list[OpCase]:
+    """The rows. ``L`` is the library module: numpy, torch or lazyrt."""
+    def where(L, a, b):
+        return lambda: L.where(a > 0, a, b)
 
-    def where(lib):
-        if lib is lr_:
-            return lambda a, b: lr_.where(a > 0, a, b)
-        return lambda a, b: lib.where(a > 0, a, b)
-
-    def exp(lib):
-        return lib.exp
+    def exp(L, a):
+        f = L.exp
+        return lambda: f(a)
 
     return [
         OpCase("a + b", lambda L, a, b, m: lambda: a + b),
         OpCase("a * 2.0", lambda L, a, b, m: lambda: a * 2.0),
-        OpCase("a += b", lambda L, a, b, m: None),  # built in _peers (needs a fresh x)
-        OpCase("exp(a)", lambda L, a, b, m: (lambda f: lambda: f(a))(exp(L))),
+        OpCase("a += b", None),  # built in _peers: needs a fresh x per sample
+        OpCase("exp(a)", lambda L, a, b, m: exp(L, a)),
         OpCase("a.sum()", lambda L, a, b, m: lambda: a.sum()),
         OpCase("a.reshape(4, 4)", lambda L, a, b, m: lambda: a.reshape(4, 4)),
         OpCase("a[1:5]", lambda L, a, b, m: lambda: a[1:5]),
         OpCase("a @ b (4x4)", lambda L, a, b, m: lambda: m @ m),
-        OpCase("where(a > 0, a, b)", lambda L, a, b, m: (lambda f: lambda: f(a, b))(where(L)),
-               n_ops=2),
+        OpCase("where(a > 0, a, b)", lambda L, a, b, m: where(L, a, b), n_ops=2),
         OpCase("10-op chain", lambda L, a, b, m: lambda: workloads.chain10(None, a, b),
                n_ops=10),
     ]
@@ -174,7 +171,7 @@ def run(repeats: int = timing.MIN_REPEATS, quick: bool = False) -> dict:
     backend = lr.runtime.current_backend_name()
     empty_us = _empty_call_us(repeats)
     rows, table, styles = [], [], []
-    for case in _cases(libs):
+    for case in _cases(lr):
         peers, errors = _peers(case, libs, names)
         timing.interleaved(peers, repeats, pause_s=0.02)
         us = {p.name: p.median_s * 1e6 - empty_us for p in peers}

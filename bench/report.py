@@ -46,6 +46,7 @@ def print_table(title: str, columns: list[str], rows: list[list], styles: list =
 def environment() -> dict:
     """What the numbers depend on: machine, Python and library versions."""
     env = {"python": sys.version.split()[0], "platform": platform.platform(),
+           "load_avg_1m": os.getloadavg()[0],
            "machine": platform.machine(), "cpus": os.cpu_count(),
            "threads_env": {k: os.environ.get(k) for k in
                            ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
@@ -54,6 +55,14 @@ def environment() -> dict:
         if m is not None:
             env[mod] = getattr(m, "__version__", "?")
     return env
+
+
+def warn_if_busy(threshold: float = 0.5) -> None:
+    """Other processes on the cores make every number noisy; say so up front."""
+    load = os.getloadavg()[0]
+    if load > threshold:
+        console.print(f"[yellow]machine is busy (1-min load {load:.2f}): timings will be "
+                      f"noisy; interleaving keeps the comparisons fair, not the absolutes.[/]")
 
 
 def default_json_path(suite: str) -> Path:
