@@ -19,7 +19,8 @@ SUITES = ("record", "cpu", "gpu")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench",
+                                description="lazyrt benchmarks: run suites, print, save.")
     p.add_argument("--suite", choices=SUITES + ("all",), default="all")
     p.add_argument("--json", metavar="PATH",
                    help="results file (default bench/results/<suite>-<timestamp>.json; "
@@ -27,7 +28,8 @@ def parse_args(argv=None):
     p.add_argument("--png", metavar="PATH", help="bar chart (default: next to the JSON)")
     p.add_argument("--repeats", type=int, default=10, help="timed samples per peer (min 10)")
     p.add_argument("--quick", action="store_true",
-                   help="shorter pauses and warm-up; same sizes, still >= 10 repeats")
+                   help="0.05 s pauses instead of 0.2 s, fewer GPU softmax sizes; same CPU "
+                        "sizes, still >= 10 repeats")
     p.add_argument("--with-reference", action="store_true",
                    help="also time lazyrt's numpy reference backend")
     p.add_argument("--cold-caches", action="store_true",
