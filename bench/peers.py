@@ -178,7 +178,7 @@ def lazyrt_backends(with_reference: bool, device: str) -> list[str]:
         entry_device = getattr(B._REGISTRY.get(name), "device", "cpu")
         if name == "numpy" and not with_reference:
             continue
-        if (entry_device == "cuda") == (device == "cuda"):
+        if (entry_device != "cpu") == (device != "cpu"):  # 'cuda', 'gpu', 'cuda:0'...
             names.append(name)
     return names
 
