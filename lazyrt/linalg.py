@@ -41,7 +41,11 @@ def matmul(a, b):
         a = reshape(a, (1,) * (rank - a.ndim) + a.shape)
     if b.ndim < rank:
         b = reshape(b, (1,) * (rank - b.ndim) + b.shape)
-    batch = R.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    try:
+        batch = R.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ShapeError:
+        raise ShapeError(f"lazyrt.matmul: batch dimensions do not broadcast: {a.shape} @ "
+                         f"{b.shape} (batch {a.shape[:-2]} vs {b.shape[:-2]})") from None
     shape = batch + (a.shape[-2], b.shape[-1])
     result = R.wrap(R.record(ops.MATMUL_OP.id, out, shape, (a._node, b._node)))
     if drop_n or drop_m:
