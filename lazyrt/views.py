@@ -234,6 +234,11 @@ def setitem(x, index, value):
         raise IndexError("lazyrt: assignment supports basic indexing only (ints, slices, "
                          "None, ...); use lr.where for masks")
     spec, out_shape = parsed
+    if type(value) is int and x._node.dtype in D.INTEGRAL:
+        info = np.iinfo(x.dtype)  # NumPy refuses, rather than wraps, such a Python int
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"lazyrt.setitem: Python integer {value} is out of bounds "
+                                f"for {x.dtype} (shape {x.shape})")
     value = astype(_t(value), x.dtype)
     value = broadcast_to(value, out_shape) if value.shape != out_shape else value
     value = reshape(value, tuple(s[2] for s in spec))
