@@ -123,10 +123,12 @@ def full_like(x, fill_value, dtype=None):
 
 def arange(start, stop=None, step=1, dtype=None):
     """As ``np.arange``; its values are data (a parameter), computed eagerly."""
-    arr = np.arange(start, stop, step) if stop is not None else np.arange(start)
-    if stop is None and step != 1:
-        arr = np.arange(0, start, step)
-    return _leaf(arr if dtype is None else arr.astype(D.DTYPES[D.code_of(dtype)]))
+    if stop is None:
+        start, stop = 0, start
+    # dtype goes to NumPy itself: arange(0.5, 3, 0.5, dtype=int32) is not a cast of the
+    # float result (NumPy steps by the cast difference of the first two values)
+    return _leaf(np.arange(start, stop, step,
+                           dtype=None if dtype is None else D.DTYPES[D.code_of(dtype)]))
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype="float64"):
