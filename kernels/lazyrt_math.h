@@ -184,8 +184,9 @@ static inline float lz_expf(float x)
     float kf = LZ__FMAF(xc, 0x1.715476p0f, shifter);
     int32_t n = (int32_t)(lz__asuint32(kf) - lz__asuint32(shifter));
     kf -= shifter;
-    float r = LZ__FMAF(kf, -0x1.62e43p-1f, xc);
-    r = LZ__FMAF(kf, 0x1.05c610p-29f, r);
+    /* ln2 = hi + lo, hi with 16 bits: kf*hi is exact (|kf| <= 217), FMA or not */
+    float r = LZ__FMAF(kf, -0x1.62e4p-1f, xc);
+    r = LZ__FMAF(kf, -0x1.7f7d1cp-20f, r);
     float p = 1.0f / 5040;
     p = LZ__FMAF(p, r, 1.0f / 720);
     p = LZ__FMAF(p, r, 1.0f / 120);
