@@ -366,7 +366,8 @@ class _Emitter:
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io, 1, False)
         for k, code in enumerate(s.scalars):
-            self.line(1, f"const {_COMPUTE_T[code]} s{k} = ({_COMPUTE_T[code]})fa[{k}];")
+            value = f"(fa[{k}] != 0)" if code == D.BOOL else f"({_COMPUTE_T[code]})fa[{k}]"
+            self.line(1, f"const {_COMPUTE_T[code]} s{k} = {value};")
         if not self.red:
             self.pointwise_body(nd)
         else:

@@ -52,6 +52,9 @@ class MatmulStep:
     a: BufferView
     b: BufferView
     out: int
+    #: pointwise kernel over the product, fused when the backend asks for it:
+    #: its inputs[0] is the product itself (never materialized), at full rank
+    epilogue: KernelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,10 @@ class Plan:
                 lines.append(f"step {k}: " + step.spec.describe().replace("\n", "\n  "))
             elif isinstance(step, MatmulStep):
                 lines.append(f"step {k}: matmul buf{step.a.buffer} @ buf{step.b.buffer} "
-                             f"-> buf{step.out} (BLAS)")
+                             f"-> buf{step.out}" + (" (BLAS)" if step.epilogue is None else
+                                                    " with epilogue:"))
+                if step.epilogue is not None:
+                    lines.append("  " + step.epilogue.describe().replace("\n", "\n  "))
             else:
                 lines.append(f"step {k}: {step.op.name} -> buf{step.out} (NumPy)")
         return "\n".join(lines)
@@ -117,8 +123,13 @@ class _Replan(Exception):
 _BOUNDARY_KINDS = (ops.MATMUL, ops.OPAQUE)
 
 
-def plan(graph, policy: FusionPolicy | None = None) -> Plan:
-    return _Planner(graph, policy or FusionPolicy()).run()
+def plan(graph, policy: FusionPolicy | None = None, fuse_matmul_epilogue=False) -> Plan:
+    """Plan ``graph``. ``fuse_matmul_epilogue`` folds the pointwise kernel that
+    consumes a matmul into the matmul itself (the Triton backend's template
+    has an epilogue hook; the C backend calls BLAS and keeps them apart)."""
+    p = _Planner(graph, policy or FusionPolicy())
+    p.fuse_matmul_epilogue = fuse_matmul_epilogue
+    return p.run()
 
 
 class _Planner:
@@ -238,6 +249,8 @@ class _Planner:
             steps.append(KernelStep(spec))
             kernel_no += 1
         steps = _merge_siblings(steps)
+        if getattr(self, "fuse_matmul_epilogue", False):
+            steps = _fuse_epilogues(steps, buffers)
         steps = [KernelStep(coalesce(st.spec)) if isinstance(st, KernelStep) else st
                  for st in _order_steps(steps, buffers)]
 
@@ -282,6 +295,37 @@ def _order_steps(steps, buffers):
     for k in range(len(steps)):
         visit(k)
     return order
+
+
+def _fuse_epilogues(steps, buffers):
+    """Fold a pointwise kernel into the matmul whose product it alone reads,
+    element for element (bias, activation and residual add of ``gelu(x @ w + b)``)."""
+    steps = list(steps)
+    for m, st in enumerate(steps):
+        if not isinstance(st, MatmulStep) or buffers[st.out].kind != "scratch":
+            continue
+        shape = buffers[st.out].shape
+        whole = IndexMap(0, S.contiguous_strides(shape))
+        readers = [k for k, other in enumerate(steps) if st.out in _reads(other)]
+        if len(readers) != 1 or not isinstance(steps[readers[0]], KernelStep):
+            continue
+        spec = steps[readers[0]].spec
+        uses = [i for i in spec.inputs if i.buffer == st.out]
+        if spec.reduce_axes or tuple(spec.domain) != tuple(shape) or \
+                len(uses) != 1 or uses[0].index != whole:
+            continue
+        # the product becomes input 0 of the epilogue
+        order = [spec.inputs.index(uses[0])] + [k for k, i in enumerate(spec.inputs)
+                                                  if i is not uses[0]]
+        slot = {old: new for new, old in enumerate(order)}
+        body = tuple(Stmt(b.id, b.op, b.dtype, b.args, slot[b.attr]) if b.op == "load" else b
+                     for b in spec.body)
+        epilogue = KernelSpec(spec.name.replace("_fused_", "_matmul_", 1), spec.domain, (),
+                              tuple(spec.inputs[k] for k in order), spec.scalars, body,
+                              spec.outputs, "matmul, then " + spec.comment, spec.scalar_params)
+        steps[m] = MatmulStep(st.a, st.b, st.out, epilogue)
+        steps[readers[0]] = None
+    return [st for st in steps if st is not None]
 
 
 def _depends(steps):
@@ -377,6 +421,8 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
 def _writes(step):
     if isinstance(step, KernelStep):
         return [o.buffer for o in step.spec.outputs]
+    if isinstance(step, MatmulStep) and step.epilogue is not None:
+        return [step.out] + [o.buffer for o in step.epilogue.outputs]
     return [step.out]
 
 
@@ -384,7 +430,8 @@ def _reads(step):
     if isinstance(step, KernelStep):
         return [i.buffer for i in step.spec.inputs]
     if isinstance(step, MatmulStep):
-        return [step.a.buffer, step.b.buffer]
+        extra = [i.buffer for i in step.epilogue.inputs[1:]] if step.epilogue else []
+        return [step.a.buffer, step.b.buffer] + extra
     return [v.buffer for v in step.inputs]
 
 

@@ -69,11 +69,18 @@ def _debug_level() -> int:
 
 
 def default_backend_name() -> str:
-    env = os.environ.get("LAZYRT_BACKEND")
-    if env:
-        return env
-    available = B.available_backends()
-    return "c" if "c" in available else "numpy"
+    """``$LAZYRT_BACKEND``, else ``c`` where a C compiler exists, else ``numpy``.
+    Decided once per process: probing for a compiler on every barrier costs
+    more than a small graph's whole run."""
+    global _default_backend
+    if _default_backend is None:
+        env = os.environ.get("LAZYRT_BACKEND")
+        if env:
+            B.get(env)
+            _default_backend = env
+        else:
+            _default_backend = "c" if "c" in B.available_backends() else "numpy"
+    return _default_backend
 
 
 def current_backend_name() -> str:
