@@ -7,6 +7,7 @@ lets the planner fold every view into an index map instead of copying.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -42,25 +43,29 @@ def _record(op, x, shape, attrs, dtype=None):
 def reshape(x, *shape):
     """``x`` with a new shape of the same size; one dimension may be -1."""
     x = _t(x)
-    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+    if len(shape) == 1 and not isinstance(shape[0], int):
         shape = shape[0]
-    shape = tuple(operator.index(d) for d in shape)
-    size = x.size
-    if shape.count(-1) > 1 or any(d < -1 for d in shape):
-        raise ShapeError(f"lazyrt.reshape: invalid shape {shape} for a tensor of shape {x.shape}")
+    if type(shape) is not tuple or not all(type(d) is int for d in shape):
+        shape = tuple(operator.index(d) for d in shape)
+    size = math.prod(x.shape)
     if -1 in shape:
-        known = 1
-        for d in shape:
-            known *= d if d != -1 else 1
+        if shape.count(-1) > 1 or any(d < -1 for d in shape):
+            raise ShapeError(f"lazyrt.reshape: invalid shape {shape} for a tensor of shape "
+                             f"{x.shape}")
+        known = -math.prod(shape)
         if known == 0 or size % known:
             raise ShapeError(f"lazyrt.reshape: cannot reshape {x.shape} (size {size}) "
                              f"into {shape}")
         shape = tuple(size // known if d == -1 else d for d in shape)
-    if int(np.prod(shape, dtype=np.int64)) != size:
+    elif math.prod(shape) != size or any(d < 0 for d in shape):
         raise ShapeError(f"lazyrt.reshape: cannot reshape {x.shape} (size {size}) into {shape}")
     if shape == x.shape:
         return x
-    return _record(ops.RESHAPE, x, shape, (shape,))
+    return R.wrap(R.record(_RESHAPE, x._node.dtype, shape, (x._node,), (shape,)))
+
+
+_RESHAPE = ops.RESHAPE.id
+_SLICE = ops.SLICE.id
 
 
 def permute(x, *axes):
@@ -166,31 +171,41 @@ def _parse_index(x, index):
     The result shape keeps int-indexed axes out and None axes in.
     Returns None for advanced indexing (arrays, masks), which falls back.
     """
-    if not isinstance(index, tuple):
+    if type(index) is not tuple:
         index = (index,)
-    if any(isinstance(i, (R.TensorBase, np.ndarray, list)) for i in index):
-        return None
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
-    if sum(1 for i in index if i is Ellipsis) > 1:
-        raise IndexError("lazyrt: an index can only have a single ellipsis ('...')")
-    if n_real > x.ndim:
-        raise IndexError(f"lazyrt: too many indices for a tensor of shape {x.shape}: "
-                         f"{n_real} were given")
-    expanded = []
+    shape = x._node.shape
+    ndim = len(shape)
+    n_real = 0
+    ellipses = 0
     for i in index:
+        if i is None:
+            continue
         if i is Ellipsis:
-            expanded.extend([slice(None)] * (x.ndim - n_real))
+            ellipses += 1
+        elif isinstance(i, (R.TensorBase, np.ndarray, list)):
+            return None
         else:
-            expanded.append(i)
-    if Ellipsis not in index:
-        expanded.extend([slice(None)] * (x.ndim - n_real))
+            n_real += 1
+    if ellipses > 1:
+        raise IndexError("lazyrt: an index can only have a single ellipsis ('...')")
+    if n_real > ndim:
+        raise IndexError(f"lazyrt: too many indices for a tensor of shape {shape}: "
+                         f"{n_real} were given")
     spec, out_shape, axis = [], [], 0
-    for i in expanded:
+    fill = ndim - n_real
+    for i in index + ((Ellipsis,) if not ellipses else ()):
         if i is None:
             out_shape.append(1)
             continue
-        dim = x.shape[axis]
-        if isinstance(i, slice):
+        if i is Ellipsis:
+            for _ in range(fill):
+                dim = shape[axis]
+                spec.append((0, 1, dim))
+                out_shape.append(dim)
+                axis += 1
+            continue
+        dim = shape[axis]
+        if type(i) is slice:
             start, stop, step = i.indices(dim)
             length = len(range(start, stop, step))
             spec.append((start if length else 0, step, length))
@@ -203,14 +218,17 @@ def _parse_index(x, index):
                                  f"indices, not {i!r}") from exc
             if not -dim <= k < dim:
                 raise IndexError(f"lazyrt: index {k} is out of bounds for axis {axis} "
-                                 f"with size {dim} (shape {x.shape})")
+                                 f"with size {dim} (shape {shape})")
             spec.append((k % dim, 1, 1))
         axis += 1
     return tuple(spec), tuple(out_shape)
 
 
 def _is_identity(spec, shape):
-    return all(s == (0, 1, d) for s, d in zip(spec, shape))
+    for s, d in zip(spec, shape):
+        if s[0] != 0 or s[1] != 1 or s[2] != d:
+            return False
+    return True
 
 
 def getitem(x, index):
@@ -223,8 +241,9 @@ def getitem(x, index):
     spec, out_shape = parsed
     out = x
     if not _is_identity(spec, x.shape):
-        out = _record(ops.SLICE, x, [s[2] for s in spec], (spec,))
-    return reshape(out, out_shape)
+        out = R.wrap(R.record(_SLICE, x._node.dtype, tuple([s[2] for s in spec]),
+                              (x._node,), (spec,)))
+    return reshape(out, out_shape) if out.shape != out_shape else out
 
 
 def setitem(x, index, value):
