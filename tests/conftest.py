@@ -14,7 +14,9 @@ Hypothesis profiles: ``default`` (25 examples, the CI budget) and
 """
 from __future__ import annotations
 
+import gc
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -23,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lazyrt as lr
-from lazyrt import runtime
+from lazyrt import _recorder, runtime
 
 # --- hypothesis --------------------------------------------------------------
 
@@ -46,11 +48,32 @@ def _test_backends() -> list[str]:
     return [b.strip() for b in chosen.split(",") if b.strip()]
 
 
+def _quarantine_pending() -> list[str]:
+    """Compute every tensor a test left pending, one by one. One that cannot be
+    computed (a backend bug, already reported by its own test) is replaced by
+    zeros: otherwise it stays pending and fails every later barrier, including
+    the ``lr.sync()`` that ``with lr.backend`` does on entry for the next test."""
+    problems = []
+    gc.collect()
+    for t in _recorder.live_pending():
+        try:
+            lr.sync(t)
+        except Exception as exc:  # noqa: BLE001 - reported, then neutralized
+            problems.append(f"{t.shape} {t.dtype}: {exc!r}")
+            t._node = _recorder.data_node(np.zeros(t.shape, t.dtype), t._node.dtype)
+    return problems
+
+
 @pytest.fixture(params=_test_backends())
 def backend(request):
     """The backend name; the test body runs inside ``with lr.backend(name)``."""
+    _quarantine_pending()
     with lr.backend(request.param):
         yield request.param
+        problems = _quarantine_pending()
+    if problems:
+        warnings.warn(f"{request.node.nodeid} left tensors that {request.param!r} could not "
+                      f"compute: {problems[:3]}", stacklevel=1)
 
 
 @pytest.fixture
