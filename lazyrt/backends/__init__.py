@@ -60,11 +60,23 @@ def _c_backend():
     return CBackend()
 
 
+def _triton_backend():
+    from .triton import TritonBackend
+    return TritonBackend()
+
+
+def _triton_unavailable() -> str:
+    from .triton import unavailable_reason
+    return unavailable_reason()
+
+
 def _register_builtin():
     from . import reference
     register("numpy", "cpu", reference.ReferenceBackend)
     register("c", "cpu", _c_backend, available=lambda: _c_compiler_path() is not None,
              why_unavailable=lambda: "no C compiler found ($CC or cc); install gcc")
+    register("triton", "cuda", _triton_backend, available=lambda: not _triton_unavailable(),
+             why_unavailable=_triton_unavailable)
 
 
 _register_builtin()

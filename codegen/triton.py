@@ -1,0 +1,658 @@
+"""KernelSpec -> Triton source (one ``@triton.jit`` function per kernel).
+
+Pure: spec in, :class:`TritonKernel` out (source text plus what a launch
+needs: the buffers behind the pointer arguments, the integer arguments, the
+grid). No compiling, no I/O.
+
+The generated function is::
+
+    NAME(in0, ..., out0, ..., fa, <int args>, numel, row, BLOCK: tl.constexpr)
+
+``fa`` is a float64 tensor of the runtime scalars; the int args are every
+domain size and every stride/offset that is not 0 or 1 (0 and 1 are baked in,
+as in the C emitter), so one compiled kernel serves every batch size.
+
+Kernel kinds:
+
+* ``pointwise``: one program per ``BLOCK`` of the flattened domain; each
+  axis index comes from the flat index with ``//`` and ``%`` by the runtime
+  sizes, then each IndexMap's strides give the addresses. Autotuned on
+  ``numel``.
+* ``persistent`` reduction: one program per outer point (row); the reduce
+  axes are flattened into one ``tl.arange(0, BLOCK)`` with
+  ``BLOCK >= row length``: the row is loaded once and stays in registers
+  through every pass (softmax: max, sum of exp, store).
+* ``looped`` reduction (rows longer than ``persistent_max``): the same
+  passes, each a loop over ``BLOCK`` chunks of the row with per-lane running
+  accumulators, combined after the loop. Autotuned on ``row``.
+
+Pass structure as in :mod:`codegen.c`: a reduction whose argument uses
+another reduction's result runs in a later pass over the row.
+
+NumPy semantics come from :mod:`lazyrt.kernels.triton_math` (``lzm``):
+NaN-propagating max/min, floor division/modulo, half-to-even rounding;
+float16 values are computed in float32 and rounded after every op; bool
+buffers are uint8 0/1 (loaded as ``!= 0``, computed as int1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lazyrt import dtypes as D
+from lazyrt.kernel_ir import KernelSpec
+
+#: longest row a reduction keeps in registers (one program, one block)
+PERSISTENT_MAX = 16384
+
+HEADER = """\
+import triton
+import triton.language as tl
+from lazyrt.kernels import triton_math as lzm
+"""
+
+_STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
+            D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",
+            D.FLOAT64: "tl.float64"}
+_COMPUTE_T = {**_STORE_T, D.BOOL: "tl.int1", D.FLOAT16: "tl.float32"}
+_BITS = {D.INT8: 8, D.UINT8: 8, D.INT32: 32, D.INT64: 64, D.BOOL: 1}
+_INT_MIN = {D.INT8: -2**7, D.UINT8: 0, D.INT32: -2**31, D.INT64: -2**63, D.BOOL: 0}
+_INT_MAX = {D.INT8: 2**7 - 1, D.UINT8: 255, D.INT32: 2**31 - 1, D.INT64: 2**63 - 1, D.BOOL: 1}
+
+
+class EmitError(Exception):
+    """The spec asks for something this emitter does not generate."""
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    name: str
+    source: str               # a module: imports, then the jitted function
+    kind: str                 # "pointwise" | "persistent" | "looped" | "matmul"
+    buffers: tuple            # program buffer per pointer argument (inputs, then outputs)
+    iargs: tuple              # int arguments after ``fa``, in order (numel and row last)
+    scalar_params: tuple      # program scalar slot per ``fa`` entry
+    numel: int                # pointwise: elements; reductions: rows (outer points)
+    row: int                  # reduced elements per row (0 for pointwise)
+
+    def grid(self):
+        """The launch grid, a function of the chosen config (autotuned BLOCK)."""
+        if self.kind == "pointwise":
+            n = self.numel
+            return lambda meta: (triton_cdiv(n, meta["BLOCK"]),)
+        rows = self.numel
+        return (rows,)
+
+    @property
+    def persistent_block(self) -> int:
+        return max(16, 1 << max(0, self.row - 1).bit_length())
+
+
+def triton_cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def _is_float(code):
+    return code in D.FLOATING
+
+
+def fmt_const(value, code) -> str:
+    """A scalar tensor of dtype ``code`` holding ``value``."""
+    t = _COMPUTE_T[code]
+    if _is_float(code):
+        v = float(value)
+        lit = ('float("nan")' if math.isnan(v) else
+               (('float("inf")' if v > 0 else '-float("inf")') if math.isinf(v) else repr(v)))
+    elif code == D.BOOL:
+        lit = "1" if value else "0"
+    else:
+        lit = str(int(value))
+    return f"tl.full([], {lit}, {t})"
+
+
+def _f(code, name32, name64=None):
+    return name64 if (code == D.FLOAT64 and name64) else name32
+
+
+def _float_only(name, fn):
+    def emit(a, code):
+        if not _is_float(code):
+            raise EmitError(f"{name} on {D.NAMES[code]}")
+        return f"{fn}({a})"
+    return emit
+
+
+def _binary(op, a, b, code, t):
+    if op in ("add", "sub", "mul"):
+        if code == D.BOOL:
+            return {"add": f"({a} | {b})", "mul": f"({a} & {b})", "sub": f"({a} ^ {b})"}[op]
+        return f"({a} {'+' if op == 'add' else '-' if op == 'sub' else '*'} {b})"
+    if op == "truediv":
+        return f"({a} / {b})"
+    if op in ("floordiv", "mod"):
+        kind = "float" if _is_float(code) else ("uint" if code in (D.UINT8, D.BOOL) else "int")
+        return f"lzm.{op}_{kind}({a}, {b})"
+    if op in ("maximum", "minimum"):
+        if code == D.BOOL:
+            return f"({a} | {b})" if op == "maximum" else f"({a} & {b})"
+        if _is_float(code):
+            return f"lzm.{op}({a}, {b})"
+        cmp = ">" if op == "maximum" else "<"
+        return f"tl.where({a} {cmp} {b}, {a}, {b})"
+    cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}.get(op)
+    if cmp:
+        return f"({a} {cmp} {b})"
+    bit = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}.get(op)
+    if bit:
+        return f"({a} {bit} {b})"
+    if op == "logical_and":
+        return f"(({a} != 0) & ({b} != 0))"
+    if op == "logical_or":
+        return f"(({a} != 0) | ({b} != 0))"
+    return None
+
+
+_UNARY = {
+    "exp": _float_only("exp", "tl.exp"),
+    "log": _float_only("log", "tl.log"),
+    "log1p": _float_only("log1p", "lzm.log1p"),
+    "expm1": _float_only("expm1", "lzm.expm1"),
+    "sqrt": _float_only("sqrt", "lzm.sqrt"),
+    "sin": _float_only("sin", "lzm.sin"),
+    "cos": _float_only("cos", "lzm.cos"),
+    "tanh": _float_only("tanh", "lzm.tanh"),
+    "sigmoid": _float_only("sigmoid", "lzm.sigmoid"),
+    "erf": _float_only("erf", "tl.math.erf"),
+    "rsqrt": _float_only("rsqrt", "1.0 / lzm.sqrt"),
+}
+
+
+def _unary(op, a, code, t):
+    if op in _UNARY:
+        return _UNARY[op](a, code)
+    if op == "neg":
+        return f"(-{a})" if code != D.UINT8 else f"(0 - {a})"
+    if op == "abs":
+        if _is_float(code):
+            return f"tl.abs({a})"
+        return a if code in (D.UINT8, D.BOOL) else f"tl.where({a} < 0, 0 - {a}, {a})"
+    if op in ("floor", "ceil"):
+        return f"tl.{op}({a})" if _is_float(code) else a
+    if op == "round":
+        return f"lzm.{_f(code, 'rint32', 'rint64')}({a})" if _is_float(code) else a
+    if op == "sign":
+        if _is_float(code):
+            return f"lzm.sign_float({a})"
+        if code == D.BOOL:
+            return a
+        return f"(({a} > 0).to({t}) - ({a} < 0).to({t}))"
+    if op == "reciprocal":
+        if _is_float(code):
+            return f"(1.0 / {a})"
+        neg = f"tl.where({a} == -1, -1, 0)" if code not in (D.UINT8, D.BOOL) else "0"
+        return f"tl.where({a} == 1, 1, {neg}).to({t})"
+    if op == "square":
+        return f"({a} & {a})" if code == D.BOOL else f"({a} * {a})"
+    if op == "isnan":
+        return f"({a} != {a})"
+    if op == "isinf":
+        return f"(tl.abs({a}) == float(\"inf\"))" if _is_float(code) else f"({a} != {a})"
+    if op == "isfinite":
+        return f"(tl.abs({a}) < float(\"inf\"))" if _is_float(code) else f"({a} == {a})"
+    if op == "logical_not":
+        return f"({a} == 0)"
+    if op == "invert":
+        return f"({a} == 0)" if code == D.BOOL else f"(~{a})"
+    return None
+
+
+def _pow(a, b, code, t, const_b):
+    if _is_float(code):
+        if const_b == 2:
+            return f"({a} * {a})"
+        if const_b == 1:
+            return f"({a})"
+        if const_b == 0.5:
+            return f"lzm.sqrt({a})"
+        if const_b == 3:
+            return f"({a} * {a} * {a})"
+        if const_b == -1:
+            return f"(1.0 / {a})"
+        return f"lzm.powf({a}, {b})"
+    if code == D.BOOL:
+        return f"(({a}) | ({b} == 0))"
+    return f"lzm.ipow({a}, {b}, {_BITS[code]})"
+
+
+def expression(spec, st, var) -> str:
+    """The Triton expression of body statement ``st`` (not load/scalar/reduce).
+
+    ``var(sid)`` names the value of statement ``sid``. Shared by the matmul
+    epilogue emitter."""
+    t = _COMPUTE_T[st.dtype]
+    if st.op == "const":
+        return fmt_const(st.attr, st.dtype)
+    args = [var(a) for a in st.args]
+    codes = [spec.body[a].dtype for a in st.args]
+    if st.op == "cast":
+        e = f"({args[0]} != 0)" if st.dtype == D.BOOL else f"{args[0]}.to({t})"
+    elif st.op == "where":
+        e = f"tl.where({args[0]}, {args[1]}, {args[2]})"
+    elif st.op == "pow":
+        b = spec.body[st.args[1]]
+        e = _pow(args[0], args[1], codes[0], t, b.attr if b.op == "const" else None)
+    elif len(args) == 2 and _binary(st.op, args[0], args[1], codes[0], t) is not None:
+        e = _binary(st.op, args[0], args[1], codes[0], t)
+    elif len(args) == 1 and _unary(st.op, args[0], codes[0], t) is not None:
+        e = _unary(st.op, args[0], codes[0], t)
+    else:
+        raise EmitError(f"the Triton emitter has no rule for op {st.op!r} "
+                        f"({', '.join(D.NAMES[c] for c in codes)}) in kernel {spec.name}")
+    if st.dtype == D.FLOAT16:
+        e = f"{e}.to(tl.float16).to(tl.float32)"
+    return e
+
+
+def load_expr(ptr, idx, code, mask) -> str:
+    m = f", mask={mask}, other=0" if mask else ""
+    e = f"tl.load({ptr} + {idx}{m})"
+    if code == D.BOOL:
+        return f"({e} != 0)"
+    if code == D.FLOAT16:
+        return f"{e}.to(tl.float32)"
+    return e
+
+
+def store_value(v, code) -> str:
+    return f"{v}.to({_STORE_T[code]})"
+
+
+def emit_triton(spec: KernelSpec, persistent_max: int = PERSISTENT_MAX) -> TritonKernel:
+    """Triton source for one kernel, and what launching it needs."""
+    return _Emitter(spec, persistent_max).run()
+
+
+class _Emitter:
+    def __init__(self, spec: KernelSpec, persistent_max: int):
+        self.s = spec
+        self.red = tuple(spec.reduce_axes)
+        self.outer = spec.outer_axes
+        self.row_len = math.prod(spec.domain[a] for a in self.red) if self.red else 0
+        self.n_rows = math.prod(spec.domain[a] for a in self.outer)
+        self.looped = bool(self.red) and self.row_len > persistent_max
+        self.params: list[str] = []
+        self.iargs: list[int] = []
+        self.out: list[str] = []
+        n = len(spec.body)
+        self.elem = [False] * n
+        self.stage = [0] * n
+        for st in spec.body:
+            if st.op == "load":
+                strides = spec.inputs[st.attr].index.strides
+                self.elem[st.id] = any(strides[a] != 0 for a in self.red)
+            elif st.op in ("scalar", "const"):
+                pass
+            elif st.op == "reduce" and self.red:
+                self.stage[st.id] = self.stage[st.args[0]] + 1
+            else:
+                self.elem[st.id] = any(self.elem[a] for a in st.args)
+                self.stage[st.id] = max((self.stage[a] for a in st.args), default=0)
+        self.row_done: set[int] = set()
+        self.elem_done: set[int] = set()
+        self.chunk_open = False
+        # 64-bit index math only where some buffer spans 2**31 elements
+        span = 0
+        for io in spec.inputs + spec.outputs:
+            ext = abs(io.index.offset) + sum(abs(st) * max(n - 1, 0)
+                                             for st, n in zip(io.index.strides, spec.domain))
+            span = max(span, ext, math.prod(spec.domain))
+        self.idx64 = span >= 2**31 - 1
+
+    # -- small pieces --
+    def arg(self, name: str, value: int) -> str:
+        self.params.append(name)
+        self.iargs.append(int(value))
+        return name
+
+    def line(self, depth: int, text: str):
+        self.out.append("    " * depth + text)
+
+    def var(self, sid: int) -> str:
+        return f"v{sid}" if self.elem[sid] else f"r{sid}"
+
+    def stride_terms(self, prefix, imap, axes) -> list[str]:
+        terms = []
+        for a in axes:
+            st = imap.strides[a]
+            if st == 1:
+                terms.append(f"i{a}")
+            elif st != 0:
+                terms.append(f"i{a} * {prefix}_s{a}")
+        return terms
+
+    def declare_io(self, prefix, io):
+        if io.index.offset:
+            self.arg(f"{prefix}_o", io.index.offset)
+        for a, st in enumerate(io.index.strides):
+            if st not in (0, 1):
+                self.arg(f"{prefix}_s{a}", st)
+
+    def decompose(self, depth, flat, axes):
+        """Axis indices ``i{a}`` of ``axes`` (row-major) from the flat index ``flat``."""
+        axes = list(axes)
+        if len(axes) == 1:
+            self.line(depth, f"i{axes[0]} = {flat}")
+            return
+        self.line(depth, f"rem = {flat}")
+        for k, a in enumerate(reversed(axes)):
+            if k == len(axes) - 1:
+                self.line(depth, f"i{a} = rem")
+            else:
+                self.line(depth, f"i{a} = rem % n{a}")
+                self.line(depth, f"rem = rem // n{a}")
+
+    # -- statements --
+    def compute(self, sids, depth, element: bool, mask):
+        for sid in sids:
+            st = self.s.body[sid]
+            if self.elem[sid] != element:
+                continue
+            done = self.elem_done if element else self.row_done
+            if sid in done:
+                continue
+            if st.op == "reduce" and self.red:
+                continue
+            self.line(depth, f"{self.var(sid)} = {self.stmt_expr(st, mask)}")
+            done.add(sid)
+
+    def stmt_expr(self, st, mask) -> str:
+        if st.op == "load":
+            io = self.s.inputs[st.attr]
+            return load_expr(f"in{st.attr}", self.address(f"in{st.attr}", io.index,
+                                                          self.elem[st.id]),
+                             io.dtype, mask if self.is_vector(st.id) else None)
+        if st.op == "scalar":
+            return f"s{st.attr}"
+        if st.op == "reduce":  # over no axes
+            a = self.var(st.args[0])
+            if st.attr in ("any", "all"):
+                return f"({a} != 0)"
+            if st.attr in ("argmax", "argmin"):
+                return f"({a} * 0).to(tl.int64)"
+            return f"{a}.to({_COMPUTE_T[st.dtype]})"
+        return expression(self.s, st, self.var)
+
+    def address(self, prefix, imap, element) -> str:
+        """Offset expression of ``imap`` at the current point."""
+        if not self.red:
+            terms = ([f"{prefix}_o"] if imap.offset else []) + \
+                self.stride_terms(prefix, imap, range(len(self.s.domain)))
+            return " + ".join(terms) or "0"
+        base = f"{prefix}_rb"
+        if not element:
+            return base
+        terms = [base] + self.stride_terms(prefix, imap, self.red)
+        return " + ".join(terms)
+
+    def needed(self, targets) -> list[int]:
+        want, stack = set(), list(targets)
+        while stack:
+            sid = stack.pop()
+            if sid in want or sid in self.row_done:
+                continue
+            st = self.s.body[sid]
+            want.add(sid)
+            if st.op == "reduce" and self.red:
+                continue
+            stack.extend(st.args)
+        return sorted(want)
+
+    def store(self, k, out, depth, mask, element):
+        v = self.var(out.value)
+        if not self.red:
+            idx = self.address(f"out{k}", out.index, True)
+            if not self.elem_of_pointwise(out.value):
+                v = f"tl.broadcast_to({v}, [BLOCK])"
+            self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)}, mask={mask})")
+            return
+        idx = self.address(f"out{k}", out.index, element)
+        if element:
+            if not self.elem[out.value]:
+                v = f"tl.broadcast_to({v}, [BLOCK])"
+            self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)}, mask={mask})")
+        else:
+            self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)})")
+
+    def is_vector(self, sid) -> bool:
+        return self.elem[sid] if self.red else self.elem_of_pointwise(sid)
+
+    def elem_of_pointwise(self, sid) -> bool:
+        """In a pointwise kernel: is the value a [BLOCK] vector (not a scalar)?"""
+        st = self.s.body[sid]
+        if st.op == "load":
+            return any(s != 0 for s in self.s.inputs[st.attr].index.strides)
+        if st.op in ("scalar", "const"):
+            return False
+        return any(self.elem_of_pointwise(a) for a in st.args)
+
+    # -- structure --
+    def run(self) -> TritonKernel:
+        s = self.s
+        nd = len(s.domain)
+        for a in range(nd):
+            self.arg(f"n{a}", s.domain[a])
+        for k, io in enumerate(s.inputs):
+            self.declare_io(f"in{k}", io)
+        for k, io in enumerate(s.outputs):
+            self.declare_io(f"out{k}", io)
+        kind = "pointwise" if not self.red else ("looped" if self.looped else "persistent")
+        numel = math.prod(s.domain) if not self.red else self.n_rows
+        self.arg("numel", numel)
+        self.arg("row", self.row_len)
+        body = []
+        self.out = body
+        for k, code in enumerate(s.scalars):
+            slot = s.scalar_params[k] if k < len(s.scalar_params) else k
+            val = f"tl.load(fa + {slot})"  # fa is the program's scalar table
+            self.line(1, f"s{k} = ({val} != 0)" if code == D.BOOL
+                      else f"s{k} = {val}.to({_COMPUTE_T[code]})")
+        if not self.red:
+            self.pointwise_body(nd)
+        else:
+            self.reduction_body()
+        ptrs = [f"in{k}" for k in range(len(s.inputs))] + \
+            [f"out{k}" for k in range(len(s.outputs))]
+        sig = ", ".join(ptrs + ["fa"] + self.params + ["BLOCK: tl.constexpr"])
+        head = [f"# {s.name}: {s.comment or 'fused kernel'}"]
+        if kind == "pointwise":
+            head.append("@triton.autotune(configs=lzm.POINTWISE_CONFIGS, key=['numel'])")
+        elif kind == "looped":
+            head.append("@triton.autotune(configs=lzm.REDUCTION_CONFIGS, key=['row'])")
+        head += ["@triton.jit", f"def {s.name}({sig}):"]
+        source = HEADER + "\n\n" + "\n".join(head + body) + "\n"
+        buffers = tuple(i.buffer for i in s.inputs) + tuple(o.buffer for o in s.outputs)
+        return TritonKernel(s.name, source, kind, buffers, tuple(self.iargs),
+                            tuple(s.scalar_params), numel, self.row_len)
+
+    def pointwise_body(self, nd):
+        s = self.s
+        pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
+        self.line(1, f"offs = {pid} * BLOCK + tl.arange(0, BLOCK)")
+        self.line(1, "mask = offs < numel")
+        if nd:
+            self.decompose(1, "offs", range(nd))
+        everything = self.needed([o.value for o in s.outputs])
+        self.compute(everything, 1, False, "mask")
+        for k, o in enumerate(s.outputs):
+            self.store(k, o, 1, "mask", True)
+
+    def reduction_body(self):
+        s = self.s
+        pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
+        self.line(1, f"pid = {pid}")
+        if self.outer:
+            self.decompose(1, "pid", self.outer)
+        for k, io in enumerate(s.inputs):
+            self.row_base(f"in{k}", io.index)
+        for k, io in enumerate(s.outputs):
+            self.row_base(f"out{k}", io.index)
+        reduces = [st for st in s.body if st.op == "reduce"]
+        passes = max(self.stage[st.id] for st in reduces)
+        for p in range(1, passes + 1):
+            self.reduction_pass([st for st in reduces if self.stage[st.id] == p])
+        row_outs = [(k, o) for k, o in enumerate(s.outputs) if not self.is_elem_output(o)]
+        elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
+        self.compute(self.needed([o.value for _, o in row_outs]), 1, False, None)
+        for k, o in row_outs:
+            self.store(k, o, 1, None, False)
+        if elem_outs:
+            sids = self.needed([o.value for _, o in elem_outs])
+            self.compute(sids, 1, False, None)
+            depth = self.open_chunk()
+            self.compute(sids, depth, True, "rmask")
+            for k, o in elem_outs:
+                self.store(k, o, depth, "rmask", True)
+            self.close_chunk()
+
+    def row_base(self, prefix, imap):
+        terms = ([f"{prefix}_o"] if imap.offset else []) + \
+            self.stride_terms(prefix, imap, self.outer)
+        self.line(1, f"{prefix}_rb = {' + '.join(terms) or '0'}")
+
+    def is_elem_output(self, out) -> bool:
+        return self.elem[out.value] or any(out.index.strides[a] != 0 for a in self.red)
+
+    def open_chunk(self) -> int:
+        """Start one walk over the row; returns the depth of its body."""
+        depth = 1
+        if not self.looped and self.chunk_open:
+            return depth  # persistent: the whole row is already in registers
+        self.chunk_open = True
+        if self.looped:
+            self.line(1, "for start in range(0, row, BLOCK):")
+            depth = 2
+            self.line(depth, "r = start + tl.arange(0, BLOCK)")
+        else:
+            self.line(depth, "r = tl.arange(0, BLOCK)")
+        self.line(depth, "rmask = r < row")
+        self.decompose(depth, "r", self.red)
+        return depth
+
+    def close_chunk(self):
+        if self.looped:
+            self.elem_done.clear()  # values of one chunk do not outlive the loop
+
+    def reduction_pass(self, reduces):
+        args = [st.args[0] for st in reduces]
+        sids = self.needed(args)
+        self.compute(sids, 1, False, None)
+        for st in reduces:
+            self.declare_accumulator(st)
+        depth = self.open_chunk()
+        self.compute(sids, depth, True, "rmask")
+        for st in reduces:
+            self.accumulate(st, depth)
+        self.close_chunk()
+        for st in reduces:
+            self.finish(st)
+            self.row_done.add(st.id)
+
+    # -- reductions: per-lane accumulators, combined after the walk --
+    def arg_info(self, st):
+        code = self.s.body[st.args[0]].dtype
+        return code, _COMPUTE_T[code]
+
+    def declare_accumulator(self, st):
+        code, t = self.arg_info(st)
+        kind, acc = st.attr, f"acc{st.id}"
+        if kind in ("sum", "prod"):
+            if D.FLOAT64 in (code, st.dtype):
+                at = "tl.float64"
+            elif _is_float(code) or _is_float(st.dtype):
+                at = "tl.float32"   # float16 sums accumulate in float32
+            else:
+                at = "tl.int64" if st.dtype == D.BOOL else _COMPUTE_T[st.dtype]
+            self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'sum' else 1}, {at})")
+        elif kind in ("max", "min"):
+            self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(kind, code)}, {t})")
+            if _is_float(code):
+                self.line(1, f"nan{st.id} = tl.zeros([BLOCK], tl.int32)")
+        elif kind in ("any", "all"):
+            self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'any' else 1}, tl.int32)")
+        elif kind in ("argmax", "argmin"):
+            base = "max" if kind == "argmax" else "min"
+            self.line(1, f"best{st.id} = tl.full([BLOCK], {self.identity(base, code)}, {t})")
+            self.line(1, f"{acc} = tl.full([BLOCK], -1, tl.int64)")
+        else:
+            raise EmitError(f"the Triton emitter has no reduction {kind!r}")
+
+    def identity(self, kind, code) -> str:
+        if _is_float(code):
+            return '-float("inf")' if kind == "max" else 'float("inf")'
+        return str(_INT_MIN[code] if kind == "max" else _INT_MAX[code])
+
+    def accumulate(self, st, depth):
+        x = self.var(st.args[0])
+        code, t = self.arg_info(st)
+        kind, acc = st.attr, f"acc{st.id}"
+        if not self.elem[st.args[0]]:
+            x = f"tl.broadcast_to({x}, [BLOCK])"
+        if kind in ("sum", "prod"):
+            op = "+" if kind == "sum" else "*"
+            self.line(depth, f"{acc} = {acc} {op} tl.where(rmask, {x}.to({acc}.dtype), "
+                             f"{0 if kind == 'sum' else 1})")
+        elif kind in ("max", "min"):
+            cmp = ">" if kind == "max" else "<"
+            self.line(depth, f"{acc} = tl.where(rmask & ({x} {cmp} {acc}), {x}, {acc})")
+            if _is_float(code):
+                self.line(depth, f"nan{st.id} = nan{st.id} | (rmask & ({x} != {x})).to(tl.int32)")
+        elif kind == "any":
+            self.line(depth, f"{acc} = {acc} | (rmask & ({x} != 0)).to(tl.int32)")
+        elif kind == "all":
+            self.line(depth, f"{acc} = {acc} & ((rmask == 0) | ({x} != 0)).to(tl.int32)")
+        else:
+            cmp = ">" if kind == "argmax" else "<"
+            b = f"best{st.id}"
+            # per lane: the first best value seen (chunks come in row order);
+            # a NaN beats everything and is never replaced
+            better = f"({x} {cmp} {b}) | ({acc} < 0)"
+            if _is_float(code):
+                better = f"((({x} {cmp} {b}) | ({x} != {x}) | ({acc} < 0)) & ({b} == {b}))"
+            self.line(depth, f"upd = rmask & {better}")
+            self.line(depth, f"{b} = tl.where(upd, {x}, {b})")
+            self.line(depth, f"{acc} = tl.where(upd, r.to(tl.int64), {acc})")
+
+    def finish(self, st):
+        code, t = self.arg_info(st)
+        kind, acc = st.attr, f"acc{st.id}"
+        out_t = _COMPUTE_T[st.dtype]
+        r = f"r{st.id}"
+        if kind == "sum":
+            self.line(1, f"{r} = tl.sum({acc}, axis=0).to({out_t})")
+        elif kind == "prod":
+            self.line(1, f"{r} = tl.reduce({acc}, 0, lzm.mul_combine).to({out_t})")
+        elif kind in ("max", "min"):
+            self.line(1, f"{r} = tl.{kind}({acc}, axis=0).to({out_t})")
+            if _is_float(code):
+                self.line(1, f"{r} = tl.where(tl.max(nan{st.id}, axis=0) > 0, "
+                             f"float(\"nan\"), {r}).to({out_t})")
+        elif kind == "any":
+            self.line(1, f"{r} = tl.max({acc}, axis=0) != 0")
+        elif kind == "all":
+            self.line(1, f"{r} = tl.min({acc}, axis=0) != 0")
+        elif kind in ("argmax", "argmin"):
+            b = f"best{st.id}"
+            big = str(2**62)
+            if _is_float(code):
+                self.line(1, f"nan_at = tl.min(tl.where(({b} != {b}) & ({acc} >= 0), {acc}, "
+                             f"{big}), axis=0)")
+            fn = "max" if kind == "argmax" else "min"
+            self.line(1, f"top = tl.{fn}(tl.where({acc} >= 0, {b}, "
+                         f"{self.identity(fn, code)}), axis=0)")
+            self.line(1, f"{r} = tl.min(tl.where(({acc} >= 0) & ({b} == top), {acc}, {big}), "
+                         f"axis=0)")
+            self.line(1, f"{r} = tl.where({r} == {big}, 0, {r})")
+            if _is_float(code):
+                self.line(1, f"{r} = tl.where(nan_at < {big}, nan_at, {r})")
+        if st.dtype == D.FLOAT16:
+            self.line(1, f"{r} = {r}.to(tl.float16).to(tl.float32)")

@@ -1,0 +1,271 @@
+"""Math helpers the generated Triton kernels call (``lzm.tanh(x)`` ...).
+
+NumPy semantics where Triton's own operators differ: NaN-propagating
+maximum/minimum, floor division and modulo with the divisor's sign (and
+``x // 0 == 0`` for integers), ``np.round`` (half to even), ``np.power``.
+
+Two implementations of the transcendental helpers, picked at import time:
+on a GPU they call libdevice (correctly rounded or within 1-2 ULP); under
+``TRITON_INTERPRET=1`` libdevice does not exist, so they are written with
+``tl.exp``/``tl.log`` (which the interpreter evaluates with NumPy) using the
+usual cancellation-free formulations (Kahan's log1p/expm1).
+"""
+import os
+
+import triton
+import triton.language as tl
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# --- NumPy-exact pieces (same code on every target) -------------------------
+
+@triton.jit
+def maximum(a, b):
+    """np.maximum: NaN in either operand wins."""
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def minimum(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def floordiv_int(a, b):
+    """np.floor_divide for signed ints: floor, b == 0 -> 0, MIN // -1 wraps."""
+    safe = tl.where((b == 0) | (b == -1), 1, b)
+    q = a // safe
+    r = a - q * safe
+    q = tl.where((r != 0) & ((r < 0) != (safe < 0)), q - 1, q)
+    q = tl.where(b == -1, 0 - a, q)
+    return tl.where(b == 0, 0, q)
+
+
+@triton.jit
+def mod_int(a, b):
+    safe = tl.where((b == 0) | (b == -1), 1, b)
+    r = a % safe
+    r = tl.where((r != 0) & ((r < 0) != (safe < 0)), r + safe, r)
+    return tl.where((b == 0) | (b == -1), 0, r)
+
+
+@triton.jit
+def floordiv_uint(a, b):
+    safe = tl.where(b == 0, 1, b)
+    return tl.where(b == 0, 0, a // safe)
+
+
+@triton.jit
+def mod_uint(a, b):
+    safe = tl.where(b == 0, 1, b)
+    return tl.where(b == 0, 0, a % safe)
+
+
+@triton.jit
+def floordiv_float(a, b):
+    """NumPy's npy_divmod quotient (``%`` on floats is C fmod in Triton)."""
+    mod = a % b
+    div = (a - mod) / b
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    fl = tl.floor(div)
+    fl = tl.where(div - fl > 0.5, fl + 1, fl)
+    # a zero quotient takes the sign of a / b
+    fl = tl.where(div == 0, (a / b) * 0.0, fl)
+    return tl.where(b == 0, a / b, fl)
+
+
+@triton.jit
+def mod_float(a, b):
+    mod = a % b
+    fixed = tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+    # a zero remainder takes the divisor's sign
+    fixed = tl.where(mod == 0, tl.where(b < 0, -0.0, 0.0).to(a.dtype), fixed)
+    return tl.where(b == 0, mod, fixed)
+
+
+@triton.jit
+def sign_float(x):
+    return tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, tl.where(x == 0, 0.0, x))).to(x.dtype)
+
+
+@triton.jit
+def ipow(a, b, NBITS: tl.constexpr):
+    """Integer power by squaring, wrapping like C; negative exponents as NumPy's C loop."""
+    r = a * 0 + 1
+    x = a
+    e = b
+    for _ in tl.static_range(NBITS):
+        r = tl.where((e & 1) != 0, r * x, r)
+        x = x * x
+        e = e >> 1
+    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0))
+    return tl.where(b < 0, neg.to(r.dtype), r)
+
+
+@triton.jit
+def rint_generic(x, BIG: tl.constexpr):
+    """Round half to even; |x| >= BIG (2**23 or 2**52) is already integral."""
+    r = tl.floor(x + 0.5)
+    half = (r - x) == 0.5
+    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0
+    r = tl.where(half & odd, r - 1.0, r)
+    r = tl.where(tl.abs(x) >= BIG, x, r)
+    return tl.where(x == 0, x, r)  # keeps -0.0
+
+
+@triton.jit
+def pow_generic(a, b):
+    """np.power for floats through exp2/log2, with the C pow special cases."""
+    r = tl.exp2(b * tl.log2(tl.abs(a)))
+    b_int = tl.floor(b) == b
+    b_odd = b_int & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
+    r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -r, r), float("nan")), r)
+    r = tl.where((a == 0) & b_odd & (b < 0), 1.0 / a, r)
+    r = tl.where((a == 0) & b_odd & (b > 0), a, r)
+    r = tl.where((a == -float("inf")) & b_odd, tl.where(b > 0, a, -0.0), r)
+    r = tl.where(b == 0, 1.0, r)
+    return tl.where(a == 1, 1.0, r).to(a.dtype)
+
+
+@triton.jit
+def expm1_generic(x):
+    u = tl.exp(x)
+    um1 = u - 1.0
+    r = tl.where(u == 1.0, x, tl.where(um1 == -1.0, -1.0, um1 * x / tl.log(u)))
+    return tl.where(u == float("inf"), u, r).to(x.dtype)
+
+
+@triton.jit
+def log1p_generic(x):
+    u = x + 1.0
+    r = tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
+    return tl.where(u == float("inf"), u, r).to(x.dtype)
+
+
+@triton.jit
+def tanh_generic(x):
+    # tanh(x) = expm1(2x) / (expm1(2x) + 2), saturating past |x| > 20
+    e = expm1_generic(2.0 * tl.where(tl.abs(x) > 20.0, 0.0, x))
+    r = e / (e + 2.0)
+    r = tl.where(x > 20.0, 1.0, tl.where(x < -20.0, -1.0, r))
+    return tl.where(x == 0, x, r).to(x.dtype)
+
+
+@triton.jit
+def sigmoid(x):
+    return (1.0 / (1.0 + tl.exp(-x))).to(x.dtype)
+
+
+@triton.jit
+def mul_combine(a, b):
+    return a * b
+
+
+if INTERPRETED:
+    @triton.jit
+    def tanh(x):
+        return tanh_generic(x)
+
+    @triton.jit
+    def expm1(x):
+        return expm1_generic(x)
+
+    @triton.jit
+    def log1p(x):
+        return log1p_generic(x)
+
+    @triton.jit
+    def rint32(x):
+        return rint_generic(x, 8388608.0)
+
+    @triton.jit
+    def rint64(x):
+        return rint_generic(x, 4503599627370496.0)
+
+    @triton.jit
+    def powf(a, b):
+        return pow_generic(a, b)
+
+    @triton.jit
+    def sin(x):
+        return tl.sin(x)
+
+    @triton.jit
+    def cos(x):
+        return tl.cos(x)
+
+    @triton.jit
+    def sqrt(x):
+        return tl.sqrt(x)
+else:  # pragma: no cover - needs a GPU
+    from triton.language.extra import libdevice
+
+    @triton.jit
+    def tanh(x):
+        return libdevice.tanh(x)
+
+    @triton.jit
+    def expm1(x):
+        return libdevice.expm1(x)
+
+    @triton.jit
+    def log1p(x):
+        return libdevice.log1p(x)
+
+    @triton.jit
+    def rint32(x):
+        return libdevice.rint(x)
+
+    @triton.jit
+    def rint64(x):
+        return libdevice.rint(x)
+
+    @triton.jit
+    def powf(a, b):
+        return libdevice.pow(a, b)
+
+    @triton.jit
+    def sin(x):
+        return libdevice.sin(x)
+
+    @triton.jit
+    def cos(x):
+        return libdevice.cos(x)
+
+    @triton.jit
+    def sqrt(x):
+        # tl.sqrt is the approximate instruction on NVIDIA; this one is IEEE
+        return libdevice.sqrt_rn(x)
+
+
+# --- autotuning: small config lists per kernel kind (one under the interpreter,
+# where timing configs means nothing and every config costs a slow run) ------
+
+if INTERPRETED:
+    POINTWISE_CONFIGS = [triton.Config({"BLOCK": 1024}, num_warps=4)]
+    REDUCTION_CONFIGS = [triton.Config({"BLOCK": 64}, num_warps=4)]
+else:  # pragma: no cover - needs a GPU
+    POINTWISE_CONFIGS = [triton.Config({"BLOCK": 1024}, num_warps=4),
+                         triton.Config({"BLOCK": 2048}, num_warps=8),
+                         triton.Config({"BLOCK": 4096}, num_warps=8, num_stages=2)]
+    REDUCTION_CONFIGS = [triton.Config({"BLOCK": 2048}, num_warps=8),
+                         triton.Config({"BLOCK": 4096}, num_warps=16),
+                         triton.Config({"BLOCK": 1024}, num_warps=4)]
+
+if INTERPRETED:
+    MATMUL_CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8},
+                                    num_warps=4)]
+else:  # pragma: no cover - needs a GPU
+    MATMUL_CONFIGS = [
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8},
+                      num_warps=8, num_stages=3),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8},
+                      num_warps=8, num_stages=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8},
+                      num_warps=4, num_stages=4),
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8},
+                      num_warps=4, num_stages=4),
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8},
+                      num_warps=4, num_stages=3),
+    ]

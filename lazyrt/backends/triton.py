@@ -1,0 +1,397 @@
+"""The ``triton`` backend: plan -> Triton kernels -> launches on torch tensors.
+
+A program is the planner's steps (planned with ``fuse_matmul_epilogue=True``)
+bound to runnable pieces: generated kernels (:mod:`lazyrt.codegen.triton`),
+the matmul template with its fused epilogue (:mod:`lazyrt.kernels.triton_matmul`)
+and the opaque movement ops (torch; NumPy on the CPU).
+
+Buffers are torch tensors on ``cuda``, or torch CPU tensors under
+``TRITON_INTERPRET=1`` (Triton's interpreter runs the same kernels with
+NumPy, so CI tests the GPU code path without a GPU). Bool buffers are uint8
+tensors holding 0/1, like NumPy's bool arrays.
+
+``Program.run(params)`` takes and returns NumPy arrays: on a GPU, parameters
+are copied to the device and outputs back to the host on every run (a
+device-resident API does not exist yet). On a GPU a cached program is
+replayed as one CUDA graph from its third run on (``LAZYRT_CUDA_GRAPHS=0``
+turns that off).
+
+Kernels: the source is written to ``<cache dir>/triton/<sha>.py`` and
+imported from there (Triton reads a kernel's source through ``inspect``), and
+the jitted function is kept in memory by source hash; Triton's own on-disk
+cache holds the binaries. ``LAZYRT_DEBUG=3`` prints the plan, ``=4`` the
+sources. ``LAZYRT_TRITON_PERSISTENT_MAX`` (default 16384): longest reduction
+row kept in registers; longer rows loop.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import BackendError, CompileError
+from ..metrics import metrics
+from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
+from .c_compiler import default_cache_dir
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def unavailable_reason() -> str:
+    """Why the backend cannot run here ('' when it can)."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError as exc:
+        return f"triton or torch is not importable ({exc}); pip install triton torch"
+    if os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available():
+        return ""
+    return ("no GPU and TRITON_INTERPRET is not set; set TRITON_INTERPRET=1 (before "
+            "importing triton) to run the kernels on the CPU through Triton's interpreter")
+
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("LAZYRT_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def _torch_dtype(code):
+    import torch
+    return {D.BOOL: torch.uint8, D.INT8: torch.int8, D.UINT8: torch.uint8,
+            D.INT32: torch.int32, D.INT64: torch.int64, D.FLOAT16: torch.float16,
+            D.FLOAT32: torch.float32, D.FLOAT64: torch.float64}[code]
+
+
+def _patch_interpreter():
+    """Triton 3.x's interpreter stores comparison results in the operands'
+    dtype (float data typed int1), so ``(a > b) & (c > d)`` fails in NumPy.
+    Give comparisons real bool data, as on the GPU. Interpreter only."""
+    from triton.runtime import interpreter as I
+    import triton.language as tl
+    ops = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+           "GT": np.greater, "GE": np.greater_equal}
+    for name in dir(I.InterpreterBuilder):
+        if name.startswith(("create_icmp", "create_fcmp")) and name[-2:] in ops:
+            setattr(I.InterpreterBuilder, name,
+                    lambda self, lhs, rhs, op=ops[name[-2:]]:
+                    I.TensorHandle(op(lhs.data, rhs.data), tl.int1))
+
+
+class KernelCache:
+    """Kernel source -> jitted function, in memory; the source file on disk
+    is there for Triton's ``inspect`` (and for people), not as a cache."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self._fns: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def load(self, name: str, source: str):
+        digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+        fn = self._fns.get(digest)
+        if fn is not None:
+            return fn
+        with self._lock:
+            fn = self._fns.get(digest)
+            if fn is not None:
+                return fn
+            t0 = time.perf_counter()
+            os.makedirs(self.folder, exist_ok=True)
+            path = os.path.join(self.folder, f"{name}_{digest}.py")
+            if not os.path.exists(path) or open(path).read() != source:
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "w") as f:
+                    f.write(source)
+                os.replace(tmp, path)
+            try:
+                spec = importlib.util.spec_from_file_location(f"lazyrt_triton_{digest}", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                fn = getattr(module, name)
+            except Exception as exc:
+                raise CompileError(f"lazyrt: Triton kernel {name} ({path}) failed to load: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+            self._fns[digest] = fn
+            metrics.compiles += 1
+            metrics.compile_time_s += time.perf_counter() - t0
+            return fn
+
+
+# --- launches ----------------------------------------------------------------
+
+class _Kernel:
+    """One generated kernel with its arguments bound."""
+
+    def __init__(self, fn, tk, name):
+        self.fn, self.tk, self.name = fn, tk, name
+        self.buffers = tk.buffers
+        self.iargs = tk.iargs
+        self.empty = tk.numel == 0
+        self.grid = tk.grid()
+        self.meta = {}
+        if tk.kind == "persistent":
+            block = tk.persistent_block
+            self.meta = {"BLOCK": block, "num_warps": 4 if block <= 2048 else
+                         (8 if block <= 8192 else 16)}
+
+    def run(self, bufs, fa):
+        if self.empty:
+            return
+        try:
+            self.fn[self.grid](*[bufs[b] for b in self.buffers], fa, *self.iargs, **self.meta)
+        except Exception as exc:
+            from triton.compiler.errors import CompilationError
+            if isinstance(exc, CompilationError):
+                raise CompileError(f"lazyrt: Triton failed to compile kernel {self.name}: "
+                                   f"{exc}") from exc
+            raise
+
+
+class _Matmul(_Kernel):
+    def __init__(self, fn, mk):
+        self.fn, self.tk, self.name = fn, mk, mk.name
+        self.buffers = mk.buffers
+        self.iargs = mk.iargs
+        self.empty = mk.empty
+        self.grid = mk.grid()
+        self.meta = {}
+
+
+def _view(buf, view):
+    """``view`` (a planner Strided) of a flat torch buffer; negative strides by flip."""
+    import torch
+    flat = buf.reshape(-1)
+    offset, strides, flips = view.offset, list(view.strides), []
+    for d, (n, s) in enumerate(zip(view.shape, view.strides)):
+        if s < 0 and n > 0:
+            offset += (n - 1) * s
+            strides[d] = -s
+            flips.append(d)
+    if not flat.numel():
+        return flat.new_empty(view.shape)
+    out = torch.as_strided(flat, view.shape, strides, offset)
+    return out.flip(flips) if flips else out
+
+
+class _Opaque:
+    """concat / setslice with torch ops (NumPy on CPU tensors: zero copies)."""
+
+    def __init__(self, step, on_cpu):
+        self.step, self.on_cpu = step, on_cpu
+        self.name = step.op.name
+
+    def run(self, bufs, fa):
+        s = self.step
+        if self.on_cpu:
+            ins = [_np_view(bufs[v.buffer].numpy(), v.view) for v in s.inputs]
+            bufs[s.out].numpy()[...] = s.op.ref(*ins, s.attrs)
+            return
+        import torch
+        ins = [_view(bufs[v.buffer], v.view) for v in s.inputs]
+        out = bufs[s.out]
+        if s.op.name == "concat":
+            torch.cat(ins, dim=s.attrs[0], out=out)
+        else:  # setslice, through the host where a slice has a negative step
+            host = s.op.ref(*[t.cpu().numpy() for t in ins], s.attrs)
+            out.copy_(torch.from_numpy(np.ascontiguousarray(host)))
+
+
+def _np_view(arr, view):
+    flat = arr.reshape(-1)
+    if not flat.size:
+        return np.zeros(view.shape, arr.dtype)
+    return np.lib.stride_tricks.as_strided(
+        flat[view.offset:], view.shape, tuple(s * arr.itemsize for s in view.strides),
+        writeable=False)
+
+
+class TritonProgram:
+    def __init__(self, the_plan, launches, device):
+        import torch
+        self.torch = torch
+        self.plan = the_plan
+        self.launches = launches
+        self.kernels = len(launches)  # as the C backend counts: every launch
+        self.device = device
+        self.on_cpu = device == "cpu"
+        self.scratch = None
+        self.param_buffers = the_plan.param_buffers
+        self.scalar_slot = the_plan.scalar_slot
+        self.n_scalars = the_plan.n_scalars
+        self.output_ids = [b.id for b in the_plan.buffers if b.kind == "output"]
+        self.use_graphs = (not self.on_cpu and
+                           os.environ.get("LAZYRT_CUDA_GRAPHS", "1") != "0")
+        self.runs = 0
+        self.graph = None
+
+    # -- buffers --
+    def _alloc(self, b):
+        return self.torch.empty(max(1, int(np.prod(b.shape))), dtype=_torch_dtype(b.dtype),
+                                device=self.device)
+
+    def _buffers(self):
+        buffers = self.plan.buffers
+        if self.scratch is None:
+            self.scratch = {b.id: self._alloc(b) for b in buffers if b.kind == "scratch"}
+        bufs = [None] * len(buffers)
+        for i, t in self.scratch.items():
+            bufs[i] = t
+        for i in self.output_ids:
+            bufs[i] = self._alloc(buffers[i])
+        return bufs
+
+    def _to_device(self, value):
+        torch = self.torch
+        arr = np.asarray(value)
+        if arr.dtype == np.bool_:
+            arr = arr.view(np.uint8)
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        t = torch.from_numpy(arr.reshape(-1) if arr.ndim else arr.reshape(1))
+        return t if self.on_cpu else t.to(self.device, non_blocking=True)
+
+    def run(self, params):
+        if self.graph is not None:
+            return self._replay(params)
+        bufs = self._buffers()
+        fa = np.zeros(self.n_scalars + 1, np.float64)
+        for value, buf, slot in zip(params, self.param_buffers, self.scalar_slot):
+            if buf >= 0:
+                bufs[buf] = self._to_device(value)
+            else:
+                fa[slot] = value
+        fa_t = self.torch.from_numpy(fa)
+        if not self.on_cpu:
+            fa_t = fa_t.to(self.device)
+        if _debug_level() >= 2:
+            self._run_timed(bufs, fa_t)
+        else:
+            for launch in self.launches:
+                launch.run(bufs, fa_t)
+        self.runs += 1
+        if self.use_graphs and self.runs == 2:
+            self._capture(bufs, fa_t)
+        return self._outputs(bufs)
+
+    def _outputs(self, bufs):
+        results = []
+        for o in self.plan.outputs:
+            b = self.plan.buffers[o.buffer]
+            t = bufs[o.buffer]
+            host = t.numpy() if self.on_cpu else t.cpu().numpy()
+            if b.dtype == D.BOOL:
+                host = host.view(np.bool_)
+            whole = o.view.offset == 0 and o.view.shape == tuple(b.shape) and \
+                o.view.strides == _contiguous(b.shape)
+            if whole:
+                results.append(host[:int(np.prod(b.shape))].reshape(b.shape))
+            else:
+                results.append(_np_view(host, o.view))
+        return results
+
+    def _run_timed(self, bufs, fa):
+        sync = (lambda: None) if self.on_cpu else self.torch.cuda.synchronize
+        for launch in self.launches:
+            sync()
+            t0 = time.perf_counter()
+            launch.run(bufs, fa)
+            sync()
+            print(f"[lazyrt]   {launch.name:<40s} {(time.perf_counter() - t0) * 1e3:9.3f} ms",
+                  file=sys.stderr)
+
+    # -- CUDA graphs: static buffers, parameters copied in, outputs copied out --
+    def _capture(self, bufs, fa):  # pragma: no cover - needs a GPU
+        torch = self.torch
+        try:
+            static = list(bufs)
+            static_fa = fa.clone()
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.stream(stream):
+                for launch in self.launches:  # warm-up on the side stream
+                    launch.run(static, static_fa)
+                with torch.cuda.graph(graph, stream=stream):
+                    for launch in self.launches:
+                        launch.run(static, static_fa)
+            torch.cuda.current_stream().wait_stream(stream)
+            self.graph, self.static, self.static_fa = graph, static, static_fa
+        except Exception as exc:  # a program that cannot be captured runs eagerly
+            self.use_graphs = False
+            if _debug_level() >= 1:
+                print(f"[lazyrt] CUDA graph capture failed, running eagerly: {exc}",
+                      file=sys.stderr)
+
+    def _replay(self, params):  # pragma: no cover - needs a GPU
+        torch = self.torch
+        fa = np.zeros(self.n_scalars + 1, np.float64)
+        for value, buf, slot in zip(params, self.param_buffers, self.scalar_slot):
+            if buf >= 0:
+                self.static[buf].copy_(self._to_device(value), non_blocking=True)
+            else:
+                fa[slot] = value
+        self.static_fa.copy_(torch.from_numpy(fa), non_blocking=True)
+        self.graph.replay()
+        return self._outputs(self.static)
+
+
+def _contiguous(shape):
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+class TritonBackend:
+    name = "triton"
+    device = "cuda"
+
+    def __init__(self):
+        reason = unavailable_reason()
+        if reason:
+            raise BackendError(f"lazyrt: backend 'triton' is not available here: {reason}")
+        import torch
+        self.interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        if self.interpreted:
+            _patch_interpreter()
+        self.device = "cpu" if self.interpreted else "cuda"
+        self.cache = KernelCache(os.path.join(default_cache_dir(), "triton"))
+        self.persistent_max = int(os.environ.get("LAZYRT_TRITON_PERSISTENT_MAX", "16384"))
+        self._torch = torch
+
+    def compile(self, graph):
+        from ..codegen.triton import emit_triton
+        from ..kernels.triton_matmul import emit_matmul
+        the_plan = plan(graph, fuse_matmul_epilogue=True)
+        level = _debug_level()
+        sources, launches = [], []
+        for step in the_plan.steps:
+            if isinstance(step, KernelStep):
+                tk = emit_triton(step.spec, self.persistent_max)
+                sources.append(tk.source)
+                launches.append(_Kernel(self.cache.load(tk.name, tk.source), tk, tk.name))
+            elif isinstance(step, MatmulStep):
+                mk = emit_matmul(step, the_plan.buffers)
+                sources.append(mk.source)
+                launches.append(_Matmul(self.cache.load(mk.name, mk.source), mk))
+            elif isinstance(step, OpaqueStep):
+                launches.append(_Opaque(step, self.device == "cpu"))
+        if level >= 3:
+            print(the_plan.describe(), file=sys.stderr)
+        if level >= 4:
+            for src in sources:
+                print(src, file=sys.stderr)
+        return TritonProgram(the_plan, launches, self.device)
+
+
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
