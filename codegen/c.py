@@ -39,6 +39,7 @@ _INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
 
 _PRELUDE = """\
 #include <stdint.h>
+#include <stdlib.h>
 #include <math.h>
 #include "lazyrt_math.h"
 /* float16 values are computed in float and rounded after every op, as NumPy does */
@@ -63,6 +64,20 @@ class CKernel:
     iargs: tuple              # int64 runtime arguments, in ``ia`` order
     buffers: tuple            # program buffer per pointer in ``bufs``
     scalar_params: tuple      # program scalar slot per ``fa`` entry
+    symbol: str = ""          # the C function's name
+
+
+def _symbol(spec: KernelSpec) -> str:
+    """The C function name: the kernel's label plus a hash of its structure,
+    not its position in the plan, so equal kernels share one binary."""
+    import hashlib
+    label = spec.name.split("_", 1)[-1] if spec.name.startswith("k") else spec.name
+    shape = repr((len(spec.domain), spec.reduce_axes,
+                  [(i.dtype, i.index.offset != 0, tuple(st if st in (0, 1) else 2
+                                                        for st in i.index.strides))
+                   for i in spec.inputs + spec.outputs],
+                  spec.scalars, [(b.op, b.dtype, b.args, repr(b.attr)) for b in spec.body]))
+    return f"{label[:60]}_{hashlib.sha1(shape.encode()).hexdigest()[:10]}"
 
 
 def _is_float(code):
@@ -247,6 +262,7 @@ class _Emitter:
                 self.elem[st.id] = any(self.elem[a] for a in st.args)
                 self.stage[st.id] = max((self.stage[a] for a in st.args), default=0)
         self.row_done: set[int] = set()
+        self.cached: list[int] = []
 
     # -- small pieces --
     def arg(self, value: int) -> str:
@@ -317,9 +333,9 @@ class _Emitter:
             return "INT64_C(0)"
         return f"({_COMPUTE_T[st.dtype]}){a}"
 
-    def needed(self, targets) -> list[int]:
+    def needed(self, targets, stop=()) -> list[int]:
         """Statements to compute ``targets``, in order, stopping at row values
-        already computed (reductions of earlier passes included)."""
+        already computed (reductions of earlier passes included) and at ``stop``."""
         want, stack = set(), list(targets)
         while stack:
             sid = stack.pop()
@@ -327,10 +343,51 @@ class _Emitter:
                 continue
             st = self.s.body[sid]
             want.add(sid)
-            if st.op == "reduce" and self.red:
+            if (st.op == "reduce" and self.red) or sid in stop:
                 continue  # its value comes from an earlier pass
             stack.extend(st.args)
         return sorted(want)
+
+    def row_cache_plan(self, reduces, elem_outs) -> list[int]:
+        """Expensive element values of the last reduction pass that the store
+        pass needs again (softmax's exp): kept in a per-thread row buffer
+        instead of recomputed."""
+        if len(self.red) != 1 or not self.outer or not elem_outs:
+            return []
+        last = max(self.stage[st.id] for st in reduces)
+        computed = set()
+        for st in reduces:
+            if self.stage[st.id] == last:
+                computed.update(self._closure([st.args[0]]))
+        final = self._closure([o.value for _, o in elem_outs])
+        pricey = self._pricey()
+        cands = {c for c in final & computed if self.elem[c] and pricey[c]}
+        users = {c: [u.id for u in self.s.body if c in u.args and u.id in final] for c in cands}
+        keep = [c for c in sorted(cands)
+                if any(u not in cands for u in users[c]) or
+                any(o.value == c for _, o in elem_outs)]
+        return keep
+
+    def _closure(self, targets) -> set:
+        out, stack = set(), list(targets)
+        while stack:
+            sid = stack.pop()
+            if sid in out:
+                continue
+            out.add(sid)
+            st = self.s.body[sid]
+            if not (st.op == "reduce" and self.red):
+                stack.extend(st.args)
+        return out
+
+    def _pricey(self) -> list[bool]:
+        costly = {"exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos", "pow"}
+        out = [False] * len(self.s.body)
+        for st in self.s.body:
+            if st.op == "reduce":
+                continue
+            out[st.id] = st.op in costly or any(out[a] for a in st.args)
+        return out
 
     def compute(self, sids, depth, element: bool):
         for sid in sids:
@@ -352,9 +409,10 @@ class _Emitter:
     def run(self) -> CKernel:
         s = self.s
         nd = len(s.domain)
-        self.line(0, f"/* {s.name}: {s.comment} */")
-        self.line(0, f"void {s.name}(char *const *restrict bufs, const int64_t *restrict ia, "
-                     "const double *restrict fa)")
+        self.symbol = _symbol(s)
+        self.line(0, f"/* {s.name.split('_', 1)[-1]}: {s.comment} */")
+        self.line(0, f"void {self.symbol}(char *const *restrict bufs, "
+                     "const int64_t *restrict ia, const double *restrict fa)")
         self.line(0, "{")
         for a in range(nd):
             self.line(1, f"const int64_t n{a} = {self.arg(s.domain[a])};")
@@ -375,7 +433,8 @@ class _Emitter:
         self.line(0, "}")
         source = _PRELUDE + "\n" + "\n".join(self.out) + "\n"
         buffers = tuple(i.buffer for i in s.inputs) + tuple(o.buffer for o in s.outputs)
-        return CKernel(s.name, source, tuple(self.iargs), buffers, tuple(s.scalar_params))
+        return CKernel(s.name, source, tuple(self.iargs), buffers, tuple(s.scalar_params),
+                       self.symbol)
 
     def pointwise_body(self, nd):
         everything = self.needed([o.value for o in self.s.outputs])
@@ -405,37 +464,58 @@ class _Emitter:
 
     def reduction_body(self):
         s = self.s
+        reduces = [st for st in s.body if st.op == "reduce"]
+        row_outs = [(k, o) for k, o in enumerate(s.outputs) if not self.is_elem_output(o)]
+        elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
+        self.cached = self.row_cache_plan(reduces, elem_outs)
+        r = self.red[0] if self.red else 0
         depth = 1
         if self.outer:
             collapse = f" collapse({len(self.outer)})" if len(self.outer) > 1 else ""
-            self.line(depth, f"#pragma omp parallel for{collapse} "
-                             f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+            if self.cached:
+                self.line(depth, f"#pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
+                self.line(depth, "{")
+                depth += 1
+                for c in self.cached:
+                    t = _COMPUTE_T[s.body[c].dtype]
+                    self.line(depth, f"{t} *restrict t{c} = ({t} *)malloc(sizeof({t}) * "
+                                     f"(size_t)(n{r} > 0 ? n{r} : 1));")
+                self.line(depth, f"#pragma omp for{collapse} schedule(static)")
+            else:
+                self.line(depth, f"#pragma omp parallel for{collapse} "
+                                 f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+            top = depth
             for a in self.outer:
                 self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
                 depth += 1
         else:
             self.line(depth, "{")
+            top = depth
             depth += 1
-        reduces = [st for st in s.body if st.op == "reduce"]
         passes = max(self.stage[st.id] for st in reduces)
         for p in range(1, passes + 1):
-            self.reduction_pass([st for st in reduces if self.stage[st.id] == p], depth)
-        row_outs = [(k, o) for k, o in enumerate(s.outputs) if not self.is_elem_output(o)]
-        elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
+            self.reduction_pass([st for st in reduces if self.stage[st.id] == p], depth,
+                                self.cached if p == passes else ())
         self.compute(self.needed([o.value for _, o in row_outs]), depth, False)
         for k, o in row_outs:
             self.store(k, o, depth)
         if elem_outs:
-            sids = self.needed([o.value for _, o in elem_outs])
+            sids = self.needed([o.value for _, o in elem_outs], stop=set(self.cached))
             self.compute(sids, depth, False)
             self.open_reduce_loops(depth, [], parallel=not self.outer)
             inner = depth + len(self.red)
-            self.compute(sids, inner + 1, True)
+            for c in self.cached:
+                self.line(inner + 1, f"{_COMPUTE_T[s.body[c].dtype]} v{c} = t{c}[i{r}];")
+            self.compute([x for x in sids if x not in self.cached], inner + 1, True)
             for k, o in elem_outs:
                 self.store(k, o, inner + 1)
             self.close_loops(depth, len(self.red))
-        for a in range(depth - 1, 0, -1):
+        for a in range(depth - 1, top - 1, -1):
             self.line(a, "}")
+        if self.cached:
+            for c in self.cached:
+                self.line(top, f"free(t{c});")
+            self.line(top - 1, "}")
 
     def is_elem_output(self, out) -> bool:
         return self.elem[out.value] or any(out.index.strides[a] != 0 for a in self.red)
@@ -463,8 +543,9 @@ class _Emitter:
         for k in reversed(range(count)):
             self.line(depth + k, "}")
 
-    def reduction_pass(self, reduces, depth):
-        """One loop over the reduce axes accumulating ``reduces``."""
+    def reduction_pass(self, reduces, depth, cache=()):
+        """One loop over the reduce axes accumulating ``reduces`` (and filling
+        the row buffers of ``cache``)."""
         args = [st.args[0] for st in reduces]
         sids = self.needed(args)
         self.compute(sids, depth, False)  # row values the loop reads, hoisted
@@ -483,6 +564,8 @@ class _Emitter:
             self.line(inner + 1, f"const int64_t lin = {lin};")
         for st in reduces:
             self.accumulate(st, inner + 1)
+        for c in cache:
+            self.line(inner + 1, f"t{c}[i{self.red[0]}] = v{c};")
         self.close_loops(depth, len(self.red))
         for text in finals:
             self.line(depth, text)

@@ -109,6 +109,9 @@ class FusionPolicy:
     long chain of transcendentals feeding many kernels.
     """
     max_recompute_ops = 24
+    #: longest chain of ops fused into one kernel; past it a value is stored.
+    #: Bounds compile time and the planner's recursion on very long chains.
+    max_fused_depth = 96
 
     def inline_shared(self, n_kernels: int, subtree_ops: int) -> bool:
         return n_kernels <= 1 or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops
@@ -143,6 +146,14 @@ class _Planner:
                 self.consumers[j].append(i)
         self.outputs = set(graph.outputs)
         self.must: dict[int, str] = {}
+        depth = [0] * len(self.nodes)
+        for i, n in enumerate(self.nodes):
+            if n.op.kind in (ops.POINTWISE, ops.VIEW, ops.REDUCTION):
+                depth[i] = 1 + max((depth[j] for j in n.inputs), default=0)
+                if depth[i] > policy.max_fused_depth:
+                    self.must[i] = (f"a chain of {policy.max_fused_depth} fused ops is "
+                                    "stored before the next kernel continues it")
+                    depth[i] = 0
         for i, n in enumerate(self.nodes):
             if n.op.kind in _BOUNDARY_KINDS:
                 self.must[i] = ("matmul runs in BLAS; its epilogue fuses into the next kernel"

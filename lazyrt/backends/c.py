@@ -155,8 +155,8 @@ class CBackend:
             if isinstance(step, KernelStep):
                 ck = emit_c(step.spec)
                 sources.append(ck)
-                lib = self.compiler.load(ck.name, ck.source)
-                address = ctypes.cast(getattr(lib, ck.name), ctypes.c_void_p).value
+                lib = self.compiler.load(ck.symbol, ck.source)
+                address = ctypes.cast(getattr(lib, ck.symbol), ctypes.c_void_p).value
                 launches.append(_launch.KernelLaunch(ck.name, address, ck.buffers, ck.iargs,
                                                      ck.scalar_params, lib))
             elif isinstance(step, MatmulStep):
@@ -182,4 +182,5 @@ def _dump(root, graph, the_plan, sources):
         f.write(the_plan.describe() + "\n")
     for ck in sources:
         with open(os.path.join(folder, f"{ck.name}.c"), "w") as f:
+            f.write(f"/* {ck.name} */\n")
             f.write(ck.source)
