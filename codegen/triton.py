@@ -411,6 +411,8 @@ class _Emitter:
         v = self.var(out.value)
         if not self.red:
             idx = self.address(f"out{k}", out.index, True)
+            if not any(out.index.strides):
+                idx = f"{idx} + offs * 0"  # a 0-d domain: one lane stores
             if not self.elem_of_pointwise(out.value):
                 v = f"tl.broadcast_to({v}, [BLOCK])"
             self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)}, mask={mask})")
