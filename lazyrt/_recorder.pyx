@@ -347,6 +347,19 @@ def wrap(Node node):
     return _wrap(node)
 
 
+def any_live_pending():
+    """Whether some live tensor still waits for a barrier."""
+    cdef PyObject* p = _live_head
+    cdef TensorBase t
+    while p != NULL:
+        t = <TensorBase>p
+        if t._node is not None and t._node.op != OP_DATA and t._node.op != OP_SCALAR \
+                and t._node.op != OP_CONST:
+            return True
+        p = t._next
+    return False
+
+
 def live_pending():
     """Every live tensor whose value has not been computed yet."""
     cdef list out = []

@@ -146,6 +146,7 @@ ERF = _u("erf", _erf, like=np.exp)
 FLOOR = _u("floor", np.floor)
 CEIL = _u("ceil", np.ceil)
 ROUND = _u("round", np.round, like=np.floor, doc="half to even; ints unchanged, as np.round")
+ROUND.unary_table[D.BOOL] = (D.FLOAT16, D.FLOAT16)  # np.round(bool) is float16
 SIGN = _u("sign", np.sign)
 RECIPROCAL = _u("reciprocal", lambda a: np.ones((), a.dtype) / a, like=np.reciprocal)
 SQUARE = _u("square", np.square)

@@ -168,7 +168,7 @@ class _Planner:
     def view_base(self, i):
         """Follow view ops down to the node they view; returns (base, view chain)."""
         chain = []
-        while self.nodes[i].op.kind == ops.VIEW:
+        while self.nodes[i].op.kind == ops.VIEW and i not in self.must:
             chain.append(i)
             i = self.nodes[i].inputs[0]
         return i, tuple(reversed(chain))
@@ -533,7 +533,9 @@ class _KernelBuilder:
         n = self.nodes[i]
         if self.p.is_buffer_node(i) and i != self.root:
             v = self.load(i, chain)
-        elif n.op is ops.SCALAR:
+            self.memo[key] = v
+            return v  # read from its buffer: whoever computes it stores it
+        if n.op is ops.SCALAR:
             if i not in self.scalar_index:
                 self.scalar_index[i] = len(self.scalars)
                 self.scalars.append(n.dtype)

@@ -120,7 +120,7 @@ def available_backends() -> list[str]:
 def _execute(nodes: list):
     if not nodes:
         return
-    name = current_backend_name()
+    name = getattr(_state, "backend", None) or _default_backend or default_backend_name()
     be = B.get(name)
     t0 = time.perf_counter()
     cap = R.capture(nodes, be.salt)
@@ -145,7 +145,7 @@ def _execute(nodes: list):
         if value.flags.writeable:
             value.flags.writeable = False
         node.bind(value)
-    if _debug_level() >= 1:
+    if "LAZYRT_DEBUG" in os.environ and _debug_level() >= 1:
         print(f"[lazyrt] graph {cap.key:016x} {len(cap_nodes)} nodes, {program.kernels} "
               f"kernels, {'compiled' if compiled else 'cached'} on {name}, "
               f"{(t2 - t0) * 1e3:.3f} ms", file=sys.stderr)
@@ -155,6 +155,8 @@ def materialize(tensor):
     """Compute one tensor (the barrier behind ``numpy()``, ``item()``, ``print``...)."""
     metrics.count_materialization()
     _execute([tensor._node])
+    if not R.any_live_pending():
+        R.full_barrier_done()  # nothing left pending: the cut counter starts over
     return tensor._node.value
 
 
@@ -179,7 +181,7 @@ def sync(*tensors):
             seen.add(id(n))
             nodes.append(n)
     _execute(nodes)
-    if full:
+    if full or not R.any_live_pending():
         R.full_barrier_done()
 
 

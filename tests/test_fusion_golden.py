@@ -360,11 +360,6 @@ def test_pattern_runs_as_one_launch_on_c(name, fresh_metrics):
 # --- known bugs ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "planner bug: a reduction that is both a graph output and realized for a "
-    "larger consumer kernel is never computed; _KernelBuilder.value() calls "
-    "maybe_store() after *loading* the node's own buffer, so the consumer "
-    "kernel 'stores' buf <- load(buf) and the reduction's own kernel is skipped"))
 def test_reduction_output_broadcast_into_a_larger_kernel_is_computed():
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     z = np.ones((2, 4, 1), np.float32)
@@ -380,7 +375,6 @@ def test_reduction_output_broadcast_into_a_larger_kernel_is_computed():
 
 
 @needs_c
-@pytest.mark.xfail(strict=True, reason="same planner bug: garbage in m and y on c")
 def test_reduction_output_broadcast_into_a_larger_kernel_matches_numpy_on_c():
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     z = np.ones((2, 4, 1), np.float32)

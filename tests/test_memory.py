@@ -90,10 +90,6 @@ def test_loop_with_barriers_keeps_no_python_objects_alive(backend):
     assert grown < 64 * 1024, f"{grown} bytes retained over 3000 steps"
 
 
-@pytest.mark.xfail(strict=True, reason="the cut counter only resets on a full lr.sync(): a "
-                   "loop that materializes its one live tensor every step (x.numpy()) is "
-                   "still cut every LAZYRT_MAX_GRAPH_NODES ops, mid-step, compiling partial "
-                   "programs")
 def test_loop_that_materializes_every_step_is_never_cut(backend, fresh_metrics,
                                                          max_graph_nodes):
     max_graph_nodes(50)

@@ -322,8 +322,6 @@ def test_zero_dim_and_size_zero_tensors(backend):
     assert_matches(out, np.zeros((0, 3), np.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="lazyrt.round follows np.floor's dtype rule: round of "
-                   "bool stays bool, NumPy's np.round of bool gives float16")
 def test_round_of_bool_is_float16_like_numpy(backend):
     a = np.array([True, False])
     assert_matches(lr.round(lr.tensor(a)), np.round(a))

@@ -29,6 +29,10 @@ from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
 from .c_compiler import CCompiler
 
 
+_DEBUG_VAR = "LAZYRT_DEBUG"
+_NO_SCALARS = np.zeros(1, np.float64)
+
+
 def _debug_level() -> int:
     try:
         return int(os.environ.get("LAZYRT_DEBUG", "0"))
@@ -98,7 +102,7 @@ class CProgram:
 
     def run(self, params):
         bufs = self._buffers()
-        scalars = np.empty(self.n_scalars + 1, np.float64)
+        scalars = np.empty(self.n_scalars, np.float64) if self.n_scalars else _NO_SCALARS
         for value, buf, slot in zip(params, self.param_buffers, self.scalar_slot):
             if buf >= 0:
                 if not value.flags.c_contiguous:
@@ -106,7 +110,7 @@ class CProgram:
                 bufs[buf] = value
             else:
                 scalars[slot] = value
-        if _debug_level() >= 2:
+        if _DEBUG_VAR in os.environ and _debug_level() >= 2:
             self._run_timed(bufs, scalars)
         else:
             for launch in self.launches:
