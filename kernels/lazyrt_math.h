@@ -20,10 +20,11 @@
  *   lz_logf         -     0.50    1.0     yes
  *   lz_log1pf       -     0.50    1.0     yes
  *   lz_expm1f       -     0.51    1.0     yes
- *   lz_erff         -     0.50    1.0     yes
- *   lz_sinf/cosf   libm    1.0     no: they call libm sinf/cosf (scalar). A vectorizable
- *                                  version needs Payne-Hanek reduction for large |x| to
- *                                  be correct over the whole float range; not done yet.
+ *   lz_erff       0.50    0.50    1.0     yes
+ *   lz_sinf/cosf  (libm)   -      1.0     no: they call libm sinf/cosf (scalar). A
+ *                                 vectorizable version needs Payne-Hanek reduction
+ *                                 for large |x| to be right over the whole float
+ *                                 range, costing more than libm's scalar call.
  *   lz_roundf, lz_signf, lz_maxf/minf, float16 load/store: yes (exact).
  *   Integer and float floor-div/mod: no (x86 has no vector integer divide;
  *   the float versions call fmod, as NumPy does).
