@@ -16,6 +16,8 @@ import triton
 import triton.language as tl
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+#: LAZYRT_TRITON_AUTOTUNE=0: first config only (tests on a GPU: no tuning runs)
+SINGLE_CONFIG = INTERPRETED or os.environ.get("LAZYRT_TRITON_AUTOTUNE") == "0"
 
 
 # --- NumPy-exact pieces (same code on every target) -------------------------
@@ -269,3 +271,7 @@ else:  # pragma: no cover - needs a GPU
         triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8},
                       num_warps=4, num_stages=3),
     ]
+
+if SINGLE_CONFIG and not INTERPRETED:  # pragma: no cover - needs a GPU
+    POINTWISE_CONFIGS, REDUCTION_CONFIGS, MATMUL_CONFIGS = (
+        POINTWISE_CONFIGS[:1], REDUCTION_CONFIGS[:1], MATMUL_CONFIGS[1:2])
