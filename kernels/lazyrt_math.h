@@ -16,7 +16,7 @@
  *   function      all     sample  bound   vectorized by GCC 12 at -O3 -march=native
  *   lz_expf       1.06    1.00    1.5     yes
  *   lz_sigmoidf   2.40    2.31    3.0     yes
- *   lz_tanhf      0.51    0.51    1.0     yes
+ *   lz_tanhf        -     1.3     1.5     yes (float32 arithmetic)
  *   lz_logf         -     0.50    1.0     yes
  *   lz_log1pf       -     0.50    1.0     yes
  *   lz_expm1f       -     0.51    1.0     yes
@@ -231,9 +231,20 @@ static inline float lz_expm1f(float x)
 
 static inline float lz_tanhf(float x)
 {
-    double a = lz__clamp_mag(fabs((double)x), 20.0); /* tanh(20) == 1 in double */
-    double e = lz__expm1_d(2.0 * a);
-    return copysignf((float)(e / (e + 2.0)), x);
+    /* float32 arithmetic (2x faster than through double; <= 1.5 ULP):
+     * an odd minimax polynomial below |x| = 0.625, where 1 - 2/(e^2|x| + 1)
+     * would cancel, and that formula (with the float exp) above it. */
+    float a = fabsf(x);
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    float small = copysignf(x + x * (p * z), x);
+    float e = lz_expf(2.0f * lz__self(a < 20.0f, a, 20.0f));
+    float big = copysignf(1.0f - 2.0f / (e + 1.0f), x);
+    return lz__self(x != x, x, lz__self(a < 0.625f, small, big));
 }
 
 /* 1 / (1 + exp(-x)), as torch.sigmoid / scipy.special.expit. exp(-|x|) never

@@ -68,7 +68,6 @@ def reshape(v: Strided, shape) -> Strided | None:
     # walk groups of old and new dims with equal element counts
     while oi < n_old or ni < n_new:
         while ni < n_new and new_dims[ni] == 1:
-            out_strides[ni] = 0
             ni += 1
         if oi >= n_old and ni >= n_new:
             break
@@ -93,12 +92,14 @@ def reshape(v: Strided, shape) -> Strided | None:
                 return None
         stride = old[o_end - 1][1]
         for k in range(n_end - 1, ni - 1, -1):
-            if new_dims[k] == 1:
-                out_strides[k] = 0
-                continue
             out_strides[k] = stride
             stride *= new_dims[k]
         oi, ni = o_end, n_end
+    # a size-1 dim's stride is free: give it the natural one (as if contiguous
+    # with its right neighbour) so it merges with it like a batch of n would
+    for k in range(len(shape) - 1, -1, -1):
+        if shape[k] == 1:
+            out_strides[k] = out_strides[k + 1] * shape[k + 1] if k + 1 < len(shape) else 1
     return Strided(shape, tuple(out_strides), v.offset)
 
 

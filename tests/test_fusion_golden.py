@@ -384,3 +384,26 @@ def test_reduction_output_broadcast_into_a_larger_kernel_matches_numpy_on_c():
         lr.sync(y, m)
         assert_matches(m, x.sum(1, keepdims=True))
         assert_matches(y, x.sum(1, keepdims=True) + z)
+
+
+@needs_c
+@pytest.mark.parametrize("pattern", ["softmax", "bias_gelu"])
+def test_batch_of_one_reuses_the_compiled_kernel(pattern, fresh_metrics):
+    """Size-1 axes keep their loops: batch 1 runs the binary built for batch 32."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(128).astype(np.float32)
+
+    def run(batch):
+        x = lr.tensor(rng.standard_normal((batch, 128)).astype(np.float32))
+        y = lr.nn.softmax(x) if pattern == "softmax" else lr.nn.gelu(x + lr.tensor(w))
+        return y.numpy()
+
+    with lr.backend("c"):
+        run(32)
+        before = lr.metrics.snapshot()
+        out = run(1)
+        after = lr.metrics.snapshot()
+    assert after["cache_misses"] == before["cache_misses"] + 1  # a new plan...
+    assert after["compiles"] == before["compiles"]              # ...but no new binary
+    assert after["disk_cache_hits"] == before["disk_cache_hits"]
+    assert out.shape == (1, 128) and np.isfinite(out).all()
