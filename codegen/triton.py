@@ -163,7 +163,7 @@ _UNARY = {
     "tanh": _float_only("tanh", "lzm.tanh"),
     "sigmoid": _float_only("sigmoid", "lzm.sigmoid"),
     "erf": _float_only("erf", "tl.math.erf"),
-    "rsqrt": _float_only("rsqrt", "1.0 / lzm.sqrt"),
+    "rsqrt": lambda a, code: f"(1.0 / {_float_only('rsqrt', 'lzm.sqrt')(a, code)})",
 }
 
 
@@ -221,7 +221,8 @@ def _pow(a, b, code, t, const_b):
         return f"lzm.powf({a}, {b})"
     if code == D.BOOL:
         return f"(({a}) | ({b} == 0))"
-    return f"lzm.ipow({a}, {b}, {_BITS[code]})"
+    fn = "upow" if code == D.UINT8 else "ipow"
+    return f"lzm.{fn}({a}, {b}, {_BITS[code]})"
 
 
 def expression(spec, st, var) -> str:

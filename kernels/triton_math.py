@@ -106,6 +106,19 @@ def ipow(a, b, NBITS: tl.constexpr):
 
 
 @triton.jit
+def upow(a, b, NBITS: tl.constexpr):
+    """Unsigned integer power by squaring (wraps)."""
+    r = a * 0 + 1
+    x = a
+    e = b
+    for _ in tl.static_range(NBITS):
+        r = tl.where((e & 1) != 0, r * x, r)
+        x = x * x
+        e = e >> 1
+    return r
+
+
+@triton.jit
 def rint_generic(x, BIG: tl.constexpr):
     """Round half to even; |x| >= BIG (2**23 or 2**52) is already integral."""
     r = tl.floor(x + 0.5)
@@ -275,3 +288,8 @@ else:  # pragma: no cover - needs a GPU
 if SINGLE_CONFIG and not INTERPRETED:  # pragma: no cover - needs a GPU
     POINTWISE_CONFIGS, REDUCTION_CONFIGS, MATMUL_CONFIGS = (
         POINTWISE_CONFIGS[:1], REDUCTION_CONFIGS[:1], MATMUL_CONFIGS[1:2])
+
+#: integer matmuls multiply-add through a [BM, BK, BN] product (no integer tl.dot
+#: that matches NumPy's int64 wrap-around), so their tiles stay small
+MATMUL_INT_CONFIGS = [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8},
+                                    num_warps=4)]

@@ -178,7 +178,8 @@ def emit_matmul(step, buffers) -> MatmulKernel:
     consts = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr",
               "GROUP_M: tl.constexpr"]
     head = [f"# {name}: {comment}",
-            "@triton.autotune(configs=lzm.MATMUL_CONFIGS, key=['M', 'N', 'K'])",
+            f"@triton.autotune(configs=lzm.{'MATMUL_INT_CONFIGS' if integer else 'MATMUL_CONFIGS'}, "
+            "key=['M', 'N', 'K'])",
             "@triton.jit",
             f"def {name}({', '.join(ptrs + ['fa'] + params + consts)}):"]
     source = HEADER + "\n\n" + "\n".join(head + lines) + "\n"
