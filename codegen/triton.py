@@ -618,7 +618,7 @@ class _Emitter:
             b = f"best{st.id}"
             # per lane: the first best value seen (chunks come in row order);
             # a NaN beats everything and is never replaced
-            better = f"({x} {cmp} {b}) | ({acc} < 0)"
+            better = f"(({x} {cmp} {b}) | ({acc} < 0))"
             if _is_float(code):
                 better = f"((({x} {cmp} {b}) | ({x} != {x}) | ({acc} < 0)) & ({b} == {b}))"
             self.line(depth, f"upd = rmask & {better}")

@@ -187,6 +187,9 @@ def test_reductions_with_nan_and_ints(triton_be):
     assert_matches(lr.tensor(i).min(axis=1), i.min(axis=1))
     assert_matches(lr.argmin(lr.tensor(i), axis=1), np.argmin(i, axis=1))
     assert_matches(lr.tensor(i[:2, :3]).prod(axis=1), i[:2, :3].prod(axis=1))
+    ties = np.array([[1, 0, 1], [1, 1, 0]], np.int8)  # the first of equal values wins
+    assert_matches(lr.argmin(lr.tensor(ties), axis=0), np.argmin(ties, axis=0))
+    assert_matches(lr.argmax(lr.tensor(ties), axis=1), np.argmax(ties, axis=1))
 
 
 def test_long_rows_loop_over_chunks(triton_be, monkeypatch):
