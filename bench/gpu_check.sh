@@ -33,10 +33,10 @@ print("torch", torch.__version__, "triton", triton.__version__,
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")
 PYEOF
 
-stage triton-tests 100 "$PY" -m pytest -q -x -p no:cacheprovider tests/test_triton_backend.py
-stage suite-triton 150 "$PY" -m pytest -q -p no:cacheprovider -k triton tests
+stage triton-tests 90 "$PY" -m pytest -q -x -p no:cacheprovider tests/test_triton_backend.py
+stage suite-triton 120 "$PY" -m pytest -q -p no:cacheprovider -k triton tests
 unset LAZYRT_TRITON_AUTOTUNE LAZYRT_TEST_BACKENDS LAZYRT_HYPOTHESIS_PROFILE
-stage bench-gpu 210 "$PY" -m bench --suite gpu --quick
+stage bench-gpu 240 "$PY" -m bench --suite gpu --quick
 
 echo "---- failures (first 40 lines per test stage) ----"
 for s in triton-tests suite-triton; do
