@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(VENV)/bin/lazyrt demo
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 bench: $(STAMP)
 	$(PY) -m pip install -q --no-build-isolation -e ".[bench]"

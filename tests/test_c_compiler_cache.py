@@ -163,13 +163,17 @@ def test_compiler_without_openmp_says_to_install_libgomp(tmp_path, monkeypatch):
 
 
 def test_stale_temp_files_of_killed_compiles_are_cleaned(tmp_path):
+    """The first compile of a process into a cache folder sweeps it (once: it can be large)."""
     cc = CCompiler(cache_dir=str(tmp_path))
-    cc.load("k_add_one", SOURCE)
+    os.makedirs(cc.cache_dir, mode=0o700, exist_ok=True)
     stale = os.path.join(cc.cache_dir, "k_add_one-dead.123.abcd.tmp.so")
-    open(stale, "wb").close()
+    fresh = os.path.join(cc.cache_dir, "k_add_one-live.456.abcd.tmp.so")
+    for path in (stale, fresh):
+        open(path, "wb").close()
     os.utime(stale, (0, 0))
-    cc.load("k_other", SOURCE + "// other\n")
+    cc.load("k_add_one", SOURCE)
     assert not os.path.exists(stale)
+    assert os.path.exists(fresh)  # a compile still running in another process
 
 
 def test_key_changes_with_source_and_flags(tmp_path):

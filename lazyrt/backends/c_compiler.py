@@ -44,6 +44,7 @@ _LOCK = threading.RLock()
 _LOADED: dict[str, ctypes.CDLL] = {}
 _COMPILER_IDENTITY: dict[str, str] = {}
 _OPENMP_WORKS: dict[str, bool] = {}
+_SWEPT: set[str] = set()
 
 
 def openmp_env() -> dict:
@@ -200,7 +201,7 @@ class CCompiler:
         c_path = base + ".c"
         _atomic_write(c_path, source.encode())
         tmp_so = f"{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp.so"
-        cmd = self._compiler_argv() + list(self.flags) + ["-o", tmp_so, c_path, "-lm"]
+        cmd = self._compiler_argv() + ["-pipe"] + list(self.flags) + ["-o", tmp_so, c_path, "-lm"]
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -226,7 +227,9 @@ class CCompiler:
         # The checksum goes in after the binary: a reader that races us sees a
         # mismatch, and compiles again, rather than trusting a half-written entry.
         _atomic_write(base + ".sha256", (digest + "\n").encode())
-        _remove_stale_temp_files(self.cache_dir)
+        if self.cache_dir not in _SWEPT:  # once per process: the folder can be large
+            _SWEPT.add(self.cache_dir)
+            _remove_stale_temp_files(self.cache_dir)
 
     def _openmp_works(self) -> bool:
         """Can this compiler build and link an OpenMP program? Probed once per process."""
