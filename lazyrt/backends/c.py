@@ -145,9 +145,12 @@ class CBackend:
 
     def __init__(self):
         self.compiler = CCompiler()
-        # sqrt without errno is still IEEE sqrt; errno handling blocks vectorization
-        if "-fno-math-errno" not in self.compiler.flags:
-            self.compiler.flags = tuple(self.compiler.flags) + ("-fno-math-errno",)
+        # sqrt without errno is still IEEE sqrt; errno handling blocks vectorization.
+        # GCC tunes some CPUs (AMD Zen 1: this machine) for 128-bit vectors; 256-bit
+        # AVX2 loops measured 1.2x faster on the transcendental-heavy kernels here.
+        extra = ("-fno-math-errno", "-mprefer-vector-width=256")
+        self.compiler.flags = tuple(self.compiler.flags) + tuple(
+            f for f in extra if f not in self.compiler.flags)
 
     def compile(self, graph):
         the_plan = plan(graph)
