@@ -131,14 +131,21 @@ def rint_generic(x, BIG: tl.constexpr):
 
 @triton.jit
 def pow_generic(a, b):
-    """np.power for floats through exp2/log2, with the C pow special cases."""
+    """np.power for floats through exp2/log2, with C99 pow's special cases."""
+    inf = float("inf")
     r = tl.exp2(b * tl.log2(tl.abs(a)))
-    b_int = tl.floor(b) == b
+    b_finite = tl.abs(b) < inf
+    b_int = b_finite & (tl.floor(b) == b)
     b_odd = b_int & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
     r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -r, r), float("nan")), r)
-    r = tl.where((a == 0) & b_odd & (b < 0), 1.0 / a, r)
-    r = tl.where((a == 0) & b_odd & (b > 0), a, r)
-    r = tl.where((a == -float("inf")) & b_odd, tl.where(b > 0, a, -0.0), r)
+    r = tl.where((a == 0) & b_odd, tl.where(b < 0, 1.0 / a, a), r)       # signed zero
+    r = tl.where(a == -inf, tl.where(b > 0, tl.where(b_odd, -inf, inf),
+                                     tl.where(b_odd, -0.0, 0.0)), r)
+    big = tl.abs(a) > 1.0
+    r = tl.where(b == inf, tl.where(big, inf, 0.0), r)
+    r = tl.where(b == -inf, tl.where(big, 0.0, inf), r)
+    r = tl.where((a == -1.0) & (tl.abs(b) == inf), 1.0, r)
+    r = tl.where((a != a) | (b != b), a + b, r)                         # NaN operands
     r = tl.where(b == 0, 1.0, r)
     return tl.where(a == 1, 1.0, r).to(a.dtype)
 
