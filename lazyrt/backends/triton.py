@@ -185,19 +185,23 @@ def _view(buf, view):
 class _Opaque:
     """concat / setslice with torch ops (NumPy on CPU tensors: zero copies)."""
 
-    def __init__(self, step, on_cpu):
+    def __init__(self, step, out_shape, on_cpu):
         self.step, self.on_cpu = step, on_cpu
+        self.shape = tuple(out_shape)
+        self.size = int(np.prod(self.shape))
         self.name = step.op.name
 
     def run(self, bufs, fa):
         s = self.step
+        if not self.size:
+            return
         if self.on_cpu:
             ins = [_np_view(bufs[v.buffer].numpy(), v.view) for v in s.inputs]
-            bufs[s.out].numpy()[...] = s.op.ref(*ins, s.attrs)
+            bufs[s.out].numpy()[:self.size].reshape(self.shape)[...] = s.op.ref(*ins, s.attrs)
             return
         import torch
         ins = [_view(bufs[v.buffer], v.view) for v in s.inputs]
-        out = bufs[s.out]
+        out = bufs[s.out][:self.size].view(self.shape)
         if s.op.name == "concat":
             torch.cat(ins, dim=s.attrs[0], out=out)
         else:  # setslice, through the host where a slice has a negative step
@@ -393,7 +397,8 @@ class TritonBackend:
                 sources.append(mk.source)
                 launches.append(_Matmul(self.cache.load(mk.name, mk.source), mk))
             elif isinstance(step, OpaqueStep):
-                launches.append(_Opaque(step, self.device == "cpu"))
+                launches.append(_Opaque(step, the_plan.buffers[step.out].shape,
+                                        self.device == "cpu"))
         if level >= 3:
             print(the_plan.describe(), file=sys.stderr)
         if level >= 4:
