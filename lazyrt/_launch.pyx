@@ -67,12 +67,17 @@ cdef class KernelLaunch:
         cdef double *fa = stack_fa
         cdef int k
         cdef cnp.ndarray arr
+        cdef object obj
         if self.nbuf > 32 or self.nscal > 32:
             ptrs = <char **>malloc(sizeof(char *) * self.nbuf)
             fa = <double *>malloc(sizeof(double) * (self.nscal + 1))
         try:
             for k in range(self.nbuf):
-                arr = <cnp.ndarray>bufs[self.buffers[k]]
+                obj = bufs[self.buffers[k]]
+                if not cnp.PyArray_Check(obj):  # a missing buffer raises, never segfaults
+                    raise TypeError(f"lazyrt internal: kernel {self.name} got {type(obj)} "
+                                    f"for buffer {self.buffers[k]}")
+                arr = <cnp.ndarray>obj
                 ptrs[k] = <char *>cnp.PyArray_DATA(arr)
             for k in range(self.nscal):
                 fa[k] = scalars[self.scalar_slots[k]]
@@ -88,6 +93,7 @@ cdef dict _free_blocks = {}          # bucket bytes -> list of addresses
 cdef Py_ssize_t _free_bytes = 0
 cdef Py_ssize_t _max_free_bytes = 1 << 31
 cdef int _max_per_bucket = 8
+cdef Py_ssize_t _SMALL = 1 << 16
 
 
 cdef Py_ssize_t _bucket(Py_ssize_t nbytes):
@@ -151,6 +157,8 @@ def empty(tuple shape, dtype):
     cdef Py_ssize_t n = dt.itemsize
     for d in shape:
         n *= d
+    if n < _SMALL:
+        return np.empty(shape, dt)  # malloc's small bins fault no fresh pages
     cdef Py_ssize_t nbytes = _bucket(n if n > 0 else 1)
     cdef _Block block = _Block.__new__(_Block)
     cdef void *ptr = NULL

@@ -81,29 +81,31 @@ class CProgram:
         self.launches = launches
         self.kernels = len(launches)
         self.scratch = None
-        self.param_buffers = the_plan.param_buffers
-        self.scalar_slot = the_plan.scalar_slot
+        buffers = the_plan.buffers
+        self.params = [(buf, slot) for buf, slot in zip(the_plan.param_buffers,
+                                                        the_plan.scalar_slot)]
         self.n_scalars = the_plan.n_scalars
-        self.output_ids = [b.id for b in the_plan.buffers if b.kind == "output"]
+        self.fresh = [(b.id, b.shape, D.DTYPES[b.dtype]) for b in buffers if b.kind == "output"]
+        # outputs that are a whole buffer are handed out as is; others as views
+        self.outputs = [(o.buffer, None if _is_whole(buffers[o.buffer], o.view) else o.view)
+                        for o in the_plan.outputs]
         self.bytes = [_bytes_of(s) for s in the_plan.steps]
 
     def _buffers(self):
-        buffers = self.plan.buffers
         if self.scratch is None:
-            self.scratch = {b.id: _launch.empty(b.shape, D.DTYPES[b.dtype])
-                            for b in buffers if b.kind == "scratch"}
-        bufs = [None] * len(buffers)
-        for i, arr in self.scratch.items():
+            self.scratch = [(b.id, _launch.empty(b.shape, D.DTYPES[b.dtype]))
+                            for b in self.plan.buffers if b.kind == "scratch"]
+        bufs = [None] * len(self.plan.buffers)
+        for i, arr in self.scratch:
             bufs[i] = arr
-        for i in self.output_ids:
-            b = buffers[i]
-            bufs[i] = _launch.empty(b.shape, D.DTYPES[b.dtype])
+        for i, shape, dtype in self.fresh:
+            bufs[i] = _launch.empty(shape, dtype)
         return bufs
 
     def run(self, params):
         bufs = self._buffers()
         scalars = np.empty(self.n_scalars, np.float64) if self.n_scalars else _NO_SCALARS
-        for value, buf, slot in zip(params, self.param_buffers, self.scalar_slot):
+        for value, (buf, slot) in zip(params, self.params):
             if buf >= 0:
                 if not value.flags.c_contiguous:
                     value = np.ascontiguousarray(value)
@@ -115,8 +117,7 @@ class CProgram:
         else:
             for launch in self.launches:
                 launch.run(bufs, scalars)
-        return [_strided(bufs[o.buffer], o.view) if not _is_whole(bufs[o.buffer], o.view)
-                else bufs[o.buffer] for o in self.plan.outputs]
+        return [bufs[b] if view is None else _strided(bufs[b], view) for b, view in self.outputs]
 
     def _run_timed(self, bufs, scalars):
         for launch, nbytes in zip(self.launches, self.bytes):
@@ -128,9 +129,10 @@ class CProgram:
                   file=sys.stderr)
 
 
-def _is_whole(arr, view):
-    return view.offset == 0 and view.shape == arr.shape and \
-        tuple(s * arr.itemsize for s in view.strides) == arr.strides
+def _is_whole(buffer, view):
+    from ..strided import contiguous_strides
+    return view.offset == 0 and tuple(view.shape) == tuple(buffer.shape) and \
+        tuple(view.strides) == contiguous_strides(buffer.shape)
 
 
 def _bytes_of(step):
