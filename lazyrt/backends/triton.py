@@ -120,6 +120,7 @@ class KernelCache:
             except Exception as exc:
                 raise CompileError(f"lazyrt: Triton kernel {name} ({path}) failed to load: "
                                    f"{type(exc).__name__}: {exc}") from exc
+            fn.lazyrt_source_path = path  # named by compile errors at first launch
             self._fns[digest] = fn
             metrics.compiles += 1
             metrics.compile_time_s += time.perf_counter() - t0
@@ -151,8 +152,9 @@ class _Kernel:
         except Exception as exc:
             from triton.compiler.errors import CompilationError
             if isinstance(exc, CompilationError):
-                raise CompileError(f"lazyrt: Triton failed to compile kernel {self.name}: "
-                                   f"{exc}") from exc
+                path = getattr(self.fn, "lazyrt_source_path", "?")
+                raise CompileError(f"lazyrt: Triton failed to compile kernel {self.name} "
+                                   f"({path}): {exc}") from exc
             raise
 
 
