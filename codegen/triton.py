@@ -379,7 +379,7 @@ class _Emitter:
             if st.attr in ("any", "all"):
                 return f"({a} != 0)"
             if st.attr in ("argmax", "argmin"):
-                return f"({a} * 0).to(tl.int64)"
+                return f"(({a} != {a}) & ({a} == {a})).to(tl.int64)"  # 0, NaN or not
             return f"{a}.to({_COMPUTE_T[st.dtype]})"
         return expression(self.s, st, self.var)
 
@@ -523,7 +523,9 @@ class _Emitter:
         self.line(1, f"{prefix}_rb = {' + '.join(terms) or '0'}")
 
     def is_elem_output(self, out) -> bool:
-        return self.elem[out.value] or any(out.index.strides[a] != 0 for a in self.red)
+        # a stride on a size-1 reduce axis never moves the address
+        return self.elem[out.value] or any(out.index.strides[a] != 0 and self.s.domain[a] != 1
+                                           for a in self.red)
 
     def open_chunk(self) -> int:
         """Start one walk over the row; returns the depth of its body."""
