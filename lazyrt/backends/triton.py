@@ -45,14 +45,19 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def unavailable_reason() -> str:
-    """Why the backend cannot run here ('' when it can)."""
-    try:
-        import torch
-        import triton  # noqa: F401
-    except ImportError as exc:
-        return f"triton or torch is not importable ({exc}); pip install triton torch"
-    if os.environ.get("TRITON_INTERPRET") == "1" or torch.cuda.is_available():
+    """Why the backend cannot run here ('' when it can).
+
+    Cheap on machines without a GPU: backend discovery runs on the first
+    barrier of every process, and importing torch costs a second or more."""
+    missing = [m for m in ("triton", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed; pip install triton torch"
+    if os.environ.get("TRITON_INTERPRET") == "1":
         return ""
+    if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd"):
+        import torch
+        if torch.cuda.is_available():
+            return ""
     return ("no GPU and TRITON_INTERPRET is not set; set TRITON_INTERPRET=1 (before "
             "importing triton) to run the kernels on the CPU through Triton's interpreter")
 
