@@ -506,7 +506,8 @@ class _KernelBuilder:
         else:
             v = self.value(self.root, self.root_chain)
             view = self.view_of(self.root, self.root_chain)
-            imap = IndexMap(view.offset, view.strides)
+            strides = self.row_strides(view.strides) if self.root_chain else view.strides
+            imap = IndexMap(view.offset, strides)
         self.outputs.insert(0, KernelOutput(self.buf_of[self.root], rn.dtype, imap, v))
         names = []
         for name in self.fused_ops:
@@ -646,6 +647,15 @@ class _KernelBuilder:
             if ok and self.nodes[self.root].op.kind == ops.REDUCTION:
                 ok = False  # a reduction kernel has no final elementwise pass to store in
         if ok:
+            strides = self.row_strides(view.strides) if n.op.kind == ops.REDUCTION \
+                else view.strides
             self.side_outputs.add(i)
             self.outputs.append(KernelOutput(self.buf_of[i], n.dtype,
-                                             IndexMap(view.offset, view.strides), v))
+                                             IndexMap(view.offset, strides), v))
+
+    def row_strides(self, strides) -> tuple:
+        """A per-row value's store never moves along the reduced axes (their size
+        may be 0 or 1, where any stride would do: make it 0, so it reads as a
+        row store and is written even when the row is empty)."""
+        red = self.reduce_axes or ()
+        return tuple(0 if a in red else st for a, st in enumerate(strides))

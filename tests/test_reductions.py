@@ -228,3 +228,12 @@ def test_logsumexp_matches_scipy_on_large_values(backend):
 def test_logsumexp_of_empty_axis_is_minus_inf(backend):
     out = lr.logsumexp(lr.zeros((3, 0), "float32"), axis=1)
     assert_matches(out, np.full(3, -np.inf, np.float32))
+
+
+@pytest.mark.parametrize("shape, axis", [((0, 1), None), ((3, 0), 1), ((1, 4), 0)])
+def test_row_results_are_stored_even_when_rows_are_empty_or_single(backend, shape, axis):
+    """mean/var of an empty row is NaN and of a single-element axis is exact, on every backend."""
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    with np.errstate(all="ignore"):
+        assert_matches(lr.tensor(x).var(axis=axis), np.var(x, axis=axis))
+        assert_matches(lr.tensor(x).mean(axis=axis), np.mean(x, axis=axis))
