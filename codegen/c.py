@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.kernel_ir import KernelSpec
+from lazyrt.kernel_ir import KernelSpec, statement_levels
 
 #: element count under which a kernel stays on one thread
 PARALLEL_THRESHOLD = 32768
@@ -247,20 +247,8 @@ class _Emitter:
         self.out: list[str] = []
         self.red = tuple(spec.reduce_axes)
         self.outer = spec.outer_axes
-        n = len(spec.body)
-        self.elem = [False] * n    # depends on the reduce axes' coordinates
-        self.stage = [0] * n       # reduction passes that must finish before it
-        for st in spec.body:
-            if st.op == "load":
-                strides = spec.inputs[st.attr].index.strides
-                self.elem[st.id] = any(strides[a] != 0 for a in self.red)
-            elif st.op in ("scalar", "const"):
-                pass
-            elif st.op == "reduce" and self.red:
-                self.stage[st.id] = self.stage[st.args[0]] + 1
-            else:
-                self.elem[st.id] = any(self.elem[a] for a in st.args)
-                self.stage[st.id] = max((self.stage[a] for a in st.args), default=0)
+        # element-level (varies along the reduce axes) and reduction pass of each statement
+        self.elem, self.stage = statement_levels(spec)
         self.row_done: set[int] = set()
         self.cached: list[int] = []
 

@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.kernel_ir import KernelSpec
+from lazyrt.kernel_ir import KernelSpec, statement_levels
 
 #: longest row a reduction keeps in registers (one program, one block)
 PERSISTENT_MAX = 16384
@@ -284,20 +284,7 @@ class _Emitter:
         self.params: list[str] = []
         self.iargs: list[int] = []
         self.out: list[str] = []
-        n = len(spec.body)
-        self.elem = [False] * n
-        self.stage = [0] * n
-        for st in spec.body:
-            if st.op == "load":
-                strides = spec.inputs[st.attr].index.strides
-                self.elem[st.id] = any(strides[a] != 0 for a in self.red)
-            elif st.op in ("scalar", "const"):
-                pass
-            elif st.op == "reduce" and self.red:
-                self.stage[st.id] = self.stage[st.args[0]] + 1
-            else:
-                self.elem[st.id] = any(self.elem[a] for a in st.args)
-                self.stage[st.id] = max((self.stage[a] for a in st.args), default=0)
+        self.elem, self.stage = statement_levels(spec)
         self.row_done: set[int] = set()
         self.elem_done: set[int] = set()
         self.chunk_open = False
