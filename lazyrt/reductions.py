@@ -24,6 +24,8 @@ def normalize_axes(name: str, shape: tuple, axis) -> tuple:
     ndim = len(shape)
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case, without the loop
+        return (axis % ndim,)
     axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
     out = []
     for a in axes:
