@@ -347,14 +347,18 @@ def wrap(Node node):
     return _wrap(node)
 
 
+cdef inline bint _pending(Node n):
+    """Not yet computed: neither data nor a scalar leaf."""
+    return not (n.op == OP_DATA or n.op == OP_SCALAR or n.op == OP_CONST)
+
+
 def any_live_pending():
     """Whether some live tensor still waits for a barrier."""
     cdef PyObject* p = _live_head
     cdef TensorBase t
     while p != NULL:
         t = <TensorBase>p
-        if t._node is not None and t._node.op != OP_DATA and t._node.op != OP_SCALAR \
-                and t._node.op != OP_CONST:
+        if t._node is not None and _pending(t._node):
             return True
         p = t._next
     return False
@@ -367,8 +371,7 @@ def live_pending():
     cdef TensorBase t
     while p != NULL:
         t = <TensorBase>p
-        if t._node is not None and t._node.op != OP_DATA and t._node.op != OP_SCALAR \
-                and t._node.op != OP_CONST:
+        if t._node is not None and _pending(t._node):
             out.append(t)
         p = t._next
     return out
@@ -583,8 +586,7 @@ cdef class TensorBase:
     @property
     def is_pending(self):
         """True while the value has not been computed (no barrier yet)."""
-        cdef int op = self._node.op
-        return not (op == OP_DATA or op == OP_SCALAR or op == OP_CONST)
+        return _pending(self._node)
 
     # -- materializing --
     def numpy(self):
