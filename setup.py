@@ -15,6 +15,11 @@ extensions = [
         extra_compile_args=["-O3"],
     ),
     Extension(
+        "lazyrt._capture",
+        ["lazyrt/_capture.pyx"],
+        extra_compile_args=["-O3"],
+    ),
+    Extension(
         "lazyrt._launch",
         ["lazyrt/_launch.pyx"],
         include_dirs=[numpy.get_include()],
@@ -30,7 +35,7 @@ setup(
     python_requires=">=3.10",
     packages=["lazyrt", "lazyrt.backends", "lazyrt.codegen", "lazyrt.kernels"],
     package_dir={"lazyrt.codegen": "codegen", "lazyrt.kernels": "kernels"},
-    package_data={"lazyrt.kernels": ["*.h", "*.c"], "lazyrt": ["*.pyx"]},
+    package_data={"lazyrt.kernels": ["*.h", "*.c"], "lazyrt": ["*.pyx", "*.pxd"]},
     ext_modules=cythonize(
         extensions,
         language_level=3,

@@ -25,31 +25,7 @@ from lazyrt.errors import ShapeError, DTypeError
 
 # --- hashing ----------------------------------------------------------------
 
-cdef inline uint64_t _rotl(uint64_t x, int r) nogil:
-    return (x << r) | (x >> (64 - r))
-
-
-cdef inline uint64_t mix(uint64_t h, uint64_t v) nogil:
-    """Fold one 64-bit word into a running hash (murmur3's block step)."""
-    v *= 0x87c37b91114253d5ULL
-    v = _rotl(v, 31)
-    v *= 0x4cf5ad432745937fULL
-    h ^= v
-    h = _rotl(h, 27)
-    return h * 5ULL + 0x52dce729ULL
-
-
-cdef inline uint64_t fmix(uint64_t h) nogil:
-    """murmur3's finalizer: every input bit affects every output bit."""
-    h ^= h >> 33
-    h *= 0xff51afd7ed558ccdULL
-    h ^= h >> 33
-    h *= 0xc4ceb9fe1a85ec53ULL
-    h ^= h >> 33
-    return h
-
-
-cdef uint64_t _shape_hash(tuple shape):
+cdef uint64_t _shape_hash(tuple shape) except? 0:
     cdef uint64_t h = 0x9e3779b97f4a7c15ULL + <uint64_t>len(shape)
     cdef object d
     for d in shape:
@@ -185,16 +161,8 @@ cdef class Node:
 
     A node that has been computed is turned into a data leaf in place: its
     value is bound and its inputs dropped, releasing the graph behind it.
+    Fields are declared in ``_recorder.pxd``.
     """
-    cdef readonly int op
-    cdef readonly int dtype
-    cdef readonly tuple shape
-    cdef readonly tuple inputs
-    cdef readonly object attrs
-    cdef readonly object value
-    cdef readonly uint64_t hash
-    cdef readonly uint64_t shape_hash
-    cdef public object source
 
     @property
     def opname(self):
@@ -335,7 +303,7 @@ def install(tensor_type, materialize, to_tensor):
     _to_tensor = to_tensor
 
 
-cdef inline TensorBase _wrap(Node node):
+cdef TensorBase _wrap(Node node):
     cdef TensorBase t = (<PyTypeObject*>_TensorType).tp_new(<type>_TensorType, <PyObject*>EMPTY, NULL)
     t._node = node
     if _pending_since_cut >= _cut_limit and _cut_hook is not None:
@@ -377,7 +345,7 @@ def live_pending():
     return out
 
 
-cdef inline int _scalar_kind(object v):
+cdef int _scalar_kind(object v) noexcept:
     """0 bool, 1 int, 2 float; -1: not a Python scalar."""
     cdef type t = type(v)
     if t is float:
@@ -401,7 +369,7 @@ cdef bint _int_fits(object value, int dtype):
     return info.min <= value <= info.max
 
 
-cdef Node _check_int_range(int op, object value, int dtype):
+cdef object _check_int_range(int op, object value, int dtype):
     # NumPy refuses Python ints that do not fit a weak-typed int operand
     if not _int_fits(value, dtype):
         raise OverflowError(
@@ -485,6 +453,20 @@ cdef object _coerce(object v):
     return NotImplemented
 
 
+cdef object _as_tensor(object x):
+    return x if isinstance(x, TensorBase) else _to_tensor(x)
+
+
+cdef int binary_comp(int op, int a, int b) noexcept:
+    """The computation dtype of tensor(a) OP tensor(b); -1: not defined."""
+    return BIN_COMP[op][a][b] if BIN_OUT[op][a][b] >= 0 else -1
+
+
+cdef int scalar_comp(int op, int a, int kind) noexcept:
+    """The computation dtype of tensor(a) OP <Python scalar of ``kind``>; -1: not defined."""
+    return SCA_COMP[op][a][kind] if SCA_OUT[op][a][kind] >= 0 else -1
+
+
 def binary(int op, x, y):
     """Record a binary pointwise op; either side may be a Python scalar."""
     if not isinstance(x, TensorBase) and not isinstance(y, TensorBase):
@@ -537,10 +519,6 @@ cdef class TensorBase:
     Shape, dtype and friends never compute anything; the materializing calls
     (``numpy()``, ``item()``, ``bool()``, printing...) are barriers.
     """
-    cdef public Node _node
-    cdef PyObject* _prev
-    cdef PyObject* _next
-
     def __cinit__(self):
         global _live_head
         self._prev = NULL
@@ -673,84 +651,6 @@ cdef class TensorBase:
     def __pos__(self): return self
     def __abs__(self): return unary(ABS, self)
     def __invert__(self): return unary(INVERT, self)
-
-
-# --- capture ------------------------------------------------------------------
-
-@cython.final
-cdef class Capture:
-    """The canonical program behind some outputs, and its graph key.
-
-    ``nodes`` is topologically ordered and deduplicated: leaves by identity,
-    ops by value numbering (same hash, same canonical inputs), so a common
-    subexpression is computed once. ``inputs[i]`` holds the canonical indices
-    of node i's inputs; ``params`` the indices of the parameters (data leaves
-    and runtime scalars) in a stable order; ``outputs`` one index per
-    requested node. The key covers every node's structural hash and wiring,
-    so two captures with equal keys are the same program.
-    """
-    cdef readonly list nodes
-    cdef readonly list inputs
-    cdef readonly list params
-    cdef readonly list outputs
-    cdef readonly uint64_t key
-
-
-def capture(list outputs, uint64_t salt=0):
-    cdef Capture c = Capture.__new__(Capture)
-    cdef dict seen = {}          # id(node) -> canonical index
-    cdef dict numbering = {}     # (hash, input indices) -> canonical index
-    cdef list nodes = [], ins = [], params = [], outs = []
-    cdef list stack
-    cdef Node n, child
-    cdef uint64_t h = mix(0x1a2b3c4d, salt)
-    cdef Py_ssize_t idx, k
-    cdef bint ready
-    cdef tuple idxs
-    cdef object key
-    for root in outputs:
-        stack = [root]
-        while stack:
-            n = <Node>stack[len(stack) - 1]
-            if id(n) in seen:
-                stack.pop()
-                continue
-            ready = True
-            for child in n.inputs:
-                if id(child) not in seen:
-                    stack.append(child)
-                    ready = False
-            if not ready:
-                continue
-            stack.pop()
-            if n.op == OP_DATA or n.op == OP_SCALAR:
-                idx = len(nodes)
-                nodes.append(n)
-                ins.append(EMPTY)
-                params.append(idx)
-                h = mix(h, n.hash)
-                seen[id(n)] = idx
-                continue
-            idxs = tuple([seen[id(child)] for child in n.inputs])
-            key = (n.hash, idxs)
-            k = numbering.get(key, -1)
-            if k < 0:
-                k = len(nodes)
-                nodes.append(n)
-                ins.append(idxs)
-                numbering[key] = k
-                h = mix(h, n.hash)
-                for idx in idxs:
-                    h = mix(h, <uint64_t>idx)
-            seen[id(n)] = k
-        outs.append(seen[id(root)])
-        h = mix(h, <uint64_t>seen[id(root)] + 0x777)
-    c.nodes = nodes
-    c.inputs = ins
-    c.params = params
-    c.outputs = outs
-    c.key = fmix(h)
-    return c
 
 
 def binary_dtype(int op, x, y):

@@ -35,10 +35,10 @@ def run_demo(backend_name=None) -> int:
               f"graphs executed so far: [bold]{snap['graphs_executed']}[/bold] (nothing ran)\n")
 
     out.print("2. The captured graph (what a barrier hands the compiler):")
-    from lazyrt import _recorder
+    from lazyrt._capture import capture
     from lazyrt.graph import Graph
     be = lr.backends.get(name)
-    graph = Graph.from_capture(_recorder.capture([y._node], be.salt))
+    graph = Graph.from_capture(capture([y._node], be.salt))
     out.print(graph.describe(), markup=False, highlight=False)
     out.print()
 

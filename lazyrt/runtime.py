@@ -21,6 +21,7 @@ import time
 from collections import OrderedDict
 
 from . import _recorder as R
+from ._capture import capture
 from . import backends as B
 from .graph import Graph
 from .metrics import metrics
@@ -123,7 +124,7 @@ def _execute(nodes: list):
     name = getattr(_state, "backend", None) or _default_backend or default_backend_name()
     be = B.get(name)
     t0 = time.perf_counter()
-    cap = R.capture(nodes, be.salt)
+    cap = capture(nodes, be.salt)
     program = program_cache.get(cap.key)
     compiled = program is None
     if compiled:

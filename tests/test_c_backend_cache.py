@@ -230,7 +230,7 @@ def test_writable_version_folder_is_refused(warm_cache):
 
 def test_world_writable_cache_dir_is_refused_in_process(tmp_path, monkeypatch):
     """The same check through the backend object, with lazyrt.BackendError itself."""
-    from lazyrt import _recorder as R
+    from lazyrt._capture import capture
     from lazyrt.backends.c import CBackend
     from lazyrt.graph import Graph
 
@@ -240,7 +240,7 @@ def test_world_writable_cache_dir_is_refused_in_process(tmp_path, monkeypatch):
     monkeypatch.setenv("LAZYRT_CACHE_DIR", str(cache))
     backend = CBackend()
     x = lr.tensor([1.0, 2.0, 3.0])
-    graph = Graph.from_capture(R.capture([(lr.exp(x) * 3.5)._node]))
+    graph = Graph.from_capture(capture([(lr.exp(x) * 3.5)._node]))
     with pytest.raises(lr.BackendError, match="writable by group or others"):
         backend.compile(graph)
 

@@ -30,6 +30,7 @@ import pytest
 
 import lazyrt as lr
 from lazyrt import _recorder as R
+from lazyrt._capture import capture
 from lazyrt.graph import Graph
 from lazyrt.planner import KernelStep, MatmulStep, plan
 
@@ -45,7 +46,7 @@ needs_c = pytest.mark.skipif(not HAVE_C, reason="no C compiler: the c backend is
 
 def plan_of(*outs):
     """The fusion plan of ``outs`` captured together (they stay pending)."""
-    return plan(Graph.from_capture(R.capture([t._node for t in outs])))
+    return plan(Graph.from_capture(capture([t._node for t in outs])))
 
 
 def kernel_steps(p):
