@@ -15,8 +15,15 @@ extensions = [
         extra_compile_args=["-O3"],
     ),
     Extension(
+        "lazyrt._recorder_shapes",
+        ["lazyrt/_recorder_shapes.pyx"],
+        extra_compile_args=["-O3"],
+    ),
+    Extension(
         "lazyrt._capture",
         ["lazyrt/_capture.pyx"],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"],
     ),
     Extension(

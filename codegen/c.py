@@ -248,7 +248,10 @@ class _Emitter:
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io, 1, False)
         for k, code in enumerate(s.scalars):
-            value = f"(fa[{k}] != 0)" if code == D.BOOL else f"({_COMPUTE_T[code]})fa[{k}]"
+            # fa holds 64-bit words: doubles, or exact int64 bits for integer scalars
+            value = f"(fa[{k}] != 0)" if code == D.BOOL else \
+                f"({_COMPUTE_T[code]})((const int64_t *)fa)[{k}]" if code in D.INTEGRAL else \
+                f"({_COMPUTE_T[code]})fa[{k}]"
             self.line(1, f"const {_COMPUTE_T[code]} s{k} = {value};")
         if not self.red:
             self.pointwise_body(nd)

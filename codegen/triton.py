@@ -261,7 +261,9 @@ class _Emitter:
         self.out = body
         for k, code in enumerate(s.scalars):
             slot = s.scalar_params[k] if k < len(s.scalar_params) else k
-            val = f"tl.load(fa + {slot})"  # fa is the program's scalar table
+            # fa is the program's scalar table of 64-bit words: int scalars are int64 bits
+            val = f"tl.load(fa.to(tl.pointer_type(tl.int64)) + {slot})" \
+                if code in D.INTEGRAL else f"tl.load(fa + {slot})"
             self.line(1, f"s{k} = ({val} != 0)" if code == D.BOOL
                       else f"s{k} = {val}.to({_COMPUTE_T[code]})")
         if not self.red:

@@ -16,6 +16,7 @@ from libc.stdlib cimport malloc, free
 from cpython.buffer cimport PyBUF_WRITABLE
 cimport numpy as cnp
 import numpy as np
+from time import perf_counter as _clock
 
 cnp.import_array()
 
@@ -59,34 +60,124 @@ cdef class KernelLaunch:
         free(self.ia)
         free(self.scalar_slots)
 
-    cpdef run(self, list bufs, double[::1] scalars):
-        """Call the kernel on ``bufs`` (ndarrays by program buffer number)."""
+    def run(self, list bufs, double[::1] scalars):
+        """Call the kernel on ``bufs`` (ndarrays by program buffer number) and the
+        program's scalar table (64-bit words: doubles, or int64 bits for int slots)."""
+        self._call(bufs, <const int64_t *>&scalars[0])
+
+    cdef _call(self, list bufs, const int64_t *words):
         cdef char *stack_ptrs[32]
-        cdef double stack_fa[32]
+        cdef int64_t stack_fa[32]
         cdef char **ptrs = stack_ptrs
-        cdef double *fa = stack_fa
+        cdef int64_t *fa = stack_fa
         cdef int k
-        cdef cnp.ndarray arr
         cdef object obj
         if self.nbuf > 32 or self.nscal > 32:
             ptrs = <char **>malloc(sizeof(char *) * self.nbuf)
-            fa = <double *>malloc(sizeof(double) * (self.nscal + 1))
+            fa = <int64_t *>malloc(sizeof(int64_t) * (self.nscal + 1))
         try:
             for k in range(self.nbuf):
                 obj = bufs[self.buffers[k]]
                 if not cnp.PyArray_Check(obj):  # a missing buffer raises, never segfaults
                     raise TypeError(f"lazyrt internal: kernel {self.name} got {type(obj)} "
                                     f"for buffer {self.buffers[k]}")
-                arr = <cnp.ndarray>obj
-                ptrs[k] = <char *>cnp.PyArray_DATA(arr)
+                ptrs[k] = <char *>cnp.PyArray_DATA(<cnp.ndarray>obj)
             for k in range(self.nscal):
-                fa[k] = scalars[self.scalar_slots[k]]
+                fa[k] = words[self.scalar_slots[k]]  # bit copies: int slots stay exact
             with nogil:
-                self.fn(ptrs, self.ia, fa)
+                self.fn(ptrs, self.ia, <const double *>fa)
         finally:
             if ptrs != stack_ptrs:
                 free(ptrs)
                 free(fa)
+
+
+cdef class ProgramRunner:
+    """One run of a compiled program, with the per-run bookkeeping in C.
+
+    Per run: a buffer list (scratch reused, outputs fresh from the pool),
+    the parameters bound (arrays to buffers; Python scalars into a table of
+    64-bit words, ints as exact int64 bits), every step run, the outputs
+    collected. ``steps`` holds :class:`KernelLaunch` objects, called
+    directly, and other steps (BLAS, NumPy) with a ``run(bufs, None)``.
+    """
+    cdef list steps
+    cdef Py_ssize_t nbuf
+    cdef list scratch_spec, scratch, fresh, outputs
+    cdef int nparams, n_scalars
+    cdef int *param_buf
+    cdef int *param_slot
+    cdef object make_view
+
+    def __cinit__(self, list steps, Py_ssize_t nbuf, list scratch, list fresh,
+                  list params, int n_scalars, list outputs, make_view):
+        """``scratch``/``fresh``: (buffer, shape, dtype); ``params``: (buffer or -1,
+        scalar slot or -1) per parameter; ``outputs``: (buffer, view or None);
+        ``make_view(array, view)`` makes an output that is not a whole buffer."""
+        cdef int k
+        self.steps = steps
+        self.nbuf = nbuf
+        self.scratch_spec = scratch
+        self.scratch = None
+        self.fresh = [(i, tuple(shape), np.dtype(dt)) for i, shape, dt in fresh]
+        self.outputs = outputs
+        self.make_view = make_view
+        self.n_scalars = n_scalars
+        self.nparams = len(params)
+        self.param_buf = <int *>malloc(sizeof(int) * (self.nparams + 1))
+        self.param_slot = <int *>malloc(sizeof(int) * (self.nparams + 1))
+        if self.param_buf == NULL or self.param_slot == NULL:
+            raise MemoryError()
+        for k in range(self.nparams):
+            self.param_buf[k], self.param_slot[k] = params[k]
+
+    def __dealloc__(self):
+        free(self.param_buf)
+        free(self.param_slot)
+
+    def run(self, list params, report=None):
+        """Run on ``params``; ``report(step, seconds)`` after each step, if given."""
+        cdef int64_t stack_words[64]
+        cdef int64_t *words = stack_words
+        cdef list bufs = [None] * self.nbuf
+        cdef int k, slot
+        cdef object value, step
+        cdef cnp.ndarray big = None  # the scalar table, when the stack one is too small
+        if len(params) != self.nparams:
+            raise ValueError(f"lazyrt internal: program takes {self.nparams} parameters, "
+                             f"got {len(params)}")
+        if self.scratch is None:
+            self.scratch = [(i, empty(shape, dt)) for i, shape, dt in self.scratch_spec]
+        for k, value in self.scratch:
+            bufs[k] = value
+        for k, shape, dt in self.fresh:
+            bufs[k] = _empty(shape, dt)
+        if self.n_scalars > 64:
+            big = np.zeros(self.n_scalars, np.int64)
+            words = <int64_t *>cnp.PyArray_DATA(big)
+        for k in range(self.nparams):
+            value = params[k]
+            if self.param_buf[k] >= 0:
+                if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>value):
+                    value = np.ascontiguousarray(value)
+                bufs[self.param_buf[k]] = value
+            else:
+                slot = self.param_slot[k]
+                if type(value) is int:
+                    words[slot] = <int64_t>value
+                else:
+                    (<double *>words)[slot] = <double>value
+        for step in self.steps:
+            if report is not None:
+                t0 = _clock()
+            if type(step) is KernelLaunch:
+                (<KernelLaunch>step)._call(bufs, words)
+            else:
+                step.run(bufs, None)
+            if report is not None:
+                report(step, _clock() - t0)
+        return [bufs[b] if view is None else self.make_view(bufs[b], view)
+                for b, view in self.outputs]
 
 
 cdef dict _free_blocks = {}          # bucket bytes -> list of addresses
@@ -152,13 +243,22 @@ cdef class _Block:
 
 def empty(tuple shape, dtype):
     """An uninitialized, 64-byte-aligned array whose memory returns to the pool."""
+    return _empty(shape, np.dtype(dtype))
+
+
+cdef object _empty(tuple shape, object dt):
     global _free_bytes
-    dt = np.dtype(dtype)
     cdef Py_ssize_t n = dt.itemsize
     for d in shape:
         n *= d
+    cdef cnp.npy_intp dims[32]
+    cdef int k, nd = len(shape)
+    if n < _SMALL and nd <= 32:  # malloc's small bins fault no fresh pages
+        for k in range(nd):
+            dims[k] = shape[k]
+        return cnp.PyArray_EMPTY(nd, dims, dt.num, 0)
     if n < _SMALL:
-        return np.empty(shape, dt)  # malloc's small bins fault no fresh pages
+        return np.empty(shape, dt)
     cdef Py_ssize_t nbytes = _bucket(n if n > 0 else 1)
     cdef _Block block = _Block.__new__(_Block)
     cdef void *ptr = NULL

@@ -62,7 +62,10 @@ cdef uint64_t stable_hash(object obj) except? 0:
     if isinstance(obj, tuple):
         h = mix(0x4, <uint64_t>len(obj))
         for item in obj:
-            h = mix(h, stable_hash(item))
+            if type(item) is int:  # shapes, axes, slice specs: skip the type dispatch
+                h = mix(h, mix(0x1, <uint64_t><int64_t>item))
+            else:
+                h = mix(h, stable_hash(item))
         return h
     raise TypeError(f"lazyrt: op attribute {obj!r} is not hashable across processes")
 
@@ -90,6 +93,7 @@ cdef int OP_EXPAND = _ops.EXPAND.id
 cdef int OP_EQ = _ops.EQ.id      # EQ, NE, LT, LE, GT, GE are consecutive in the op table
 cdef int OP_GE = _ops.GE.id
 cdef int D_BOOL = _D.BOOL
+cdef int D_FLOAT16 = _D.FLOAT16
 cdef int D_INT64 = _D.INT64
 cdef int D_FLOAT64 = _D.FLOAT64
 
@@ -225,9 +229,28 @@ cdef tuple EMPTY = ()
 cdef uint64_t EMPTY_SHAPE_HASH = _shape_hash(())
 
 
+cdef object _scalar_value(object value, int dtype):
+    """``value`` as the Python type of ``dtype``, C-cast like ``astype`` (bool,
+    int, float): backends pass integer scalars as exact int64 words, floats as
+    doubles, and tell them apart by this type."""
+    cdef type t = type(value)
+    if dtype == D_BOOL:
+        return value if t is bool else bool(value)
+    if dtype < D_FLOAT16:
+        if t is int:
+            return value
+        if t is bool:
+            return int(value)
+        with np.errstate(all="ignore"):  # NaN/inf to int: what astype does
+            return np.array(value, np.float64).astype(_D.DTYPES[dtype]).item()
+    return value if t is float else float(value)
+
+
 cdef Node _scalar_node(object value, int dtype, bint baked):
     """A 0-d leaf for a Python scalar: a runtime parameter, or baked in the key."""
     cdef Node n = Node.__new__(Node)
+    if not baked:
+        value = _scalar_value(value, dtype)
     n.dtype = dtype
     n.shape = EMPTY
     n.shape_hash = EMPTY_SHAPE_HASH

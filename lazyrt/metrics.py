@@ -38,13 +38,14 @@ class Metrics:
 
     def count_materialization(self):
         self.materializations += 1
-        self.materialized_at[user_source_line()] += 1
+        # keyed by the code object and line: formatting "file:line" waits for a snapshot
+        self.materialized_at[_user_frame_key()] += 1
 
     def snapshot(self) -> dict:
         out = {"ops_recorded": _recorder.counters()["ops_recorded"]}
         out.update({f: getattr(self, f) for f in _FIELDS})
         out["fallbacks"] = dict(self.fallbacks)
-        out["materialized_at"] = dict(self.materialized_at)
+        out["materialized_at"] = _by_line(self.materialized_at)
         return out
 
     def report(self) -> str:
@@ -67,14 +68,19 @@ def _fmt(v):
     return f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
-def user_source_line() -> str:
-    """file:line of the innermost frame outside lazyrt (the user's call)."""
-    frame = sys._getframe(1)
+def _user_frame_key():
+    """(code, line) of the innermost frame outside lazyrt (the user's call)."""
+    frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
-    if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return (None, 0) if frame is None else (frame.f_code, frame.f_lineno)
+
+
+def _by_line(counts) -> dict:
+    out = Counter()
+    for (code, line), n in counts.items():
+        out["<unknown>" if code is None else f"{code.co_filename}:{line}"] += n
+    return dict(out)
 
 
 metrics = Metrics()

@@ -10,6 +10,7 @@ import builtins
 import numpy as np
 
 from . import _recorder as R
+from . import _recorder_shapes as S
 from . import dtypes as D
 from . import ops
 from .creation import asarray
@@ -64,22 +65,7 @@ def astype(x, dtype):
     return R.wrap(R.cast(x._node, code))
 
 
-def where(cond, a, b):
-    """``a`` where ``cond`` is true, else ``b``; all three broadcast together.
-
-    ``a`` and ``b`` promote like ``a + b`` (Python scalars are weak).
-    """
-    cond = astype(_tensor(cond), "bool") if isinstance(cond, R.TensorBase) else \
-        asarray(cond, dtype="bool")
-    if not isinstance(a, (R.TensorBase, bool, int, float)):
-        a = asarray(a)
-    if not isinstance(b, (R.TensorBase, bool, int, float)):
-        b = asarray(b)
-    code = R.binary_dtype(ops.ADD.id, a, b)
-    ta = astype(a if isinstance(a, R.TensorBase) else asarray(a, dtype=D.DTYPES[code]), code)
-    tb = astype(b if isinstance(b, R.TensorBase) else asarray(b, dtype=D.DTYPES[code]), code)
-    shape = R.broadcast_shapes(cond.shape, ta.shape, tb.shape)
-    return R.wrap(R.record(ops.WHERE.id, code, shape, (cond._node, ta._node, tb._node)))
+where = S.where  # recorded in Cython; Python scalar branches are runtime parameters
 
 
 def clip(x, min=None, max=None):

@@ -9,98 +9,17 @@ in float32 for ``mean``/``var``/``std``, as NumPy does.
 """
 from __future__ import annotations
 
-import builtins
-
 from . import _recorder as R
+from . import _recorder_shapes as S
 from . import dtypes as D
-from . import ops
 from .creation import asarray
-from .errors import AxisError, ShapeError
 from .pointwise import astype, exp, log, sqrt, where, isinf
 
 
-def normalize_axes(name: str, shape: tuple, axis) -> tuple:
-    """``axis`` as a sorted tuple of non-negative ints, checked against ``shape``."""
-    ndim = len(shape)
-    if axis is None:
-        return tuple(range(ndim))
-    if type(axis) is int and -ndim <= axis < ndim:  # the common case, without the loop
-        return (axis % ndim,)
-    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
-    out = []
-    for a in axes:
-        try:
-            a = int(a)
-        except TypeError as exc:
-            raise TypeError(f"lazyrt.{name}: axis must be an int or tuple of ints, "
-                            f"not {axis!r}") from exc
-        if not -ndim <= a < ndim:
-            raise AxisError(f"lazyrt.{name}: axis {a} is out of range for a tensor of "
-                            f"shape {shape} (rank {ndim})")
-        out.append(a % ndim if ndim else 0)
-    if len(set(out)) != len(out):
-        raise AxisError(f"lazyrt.{name}: repeated axis in {axis!r}")
-    return tuple(sorted(out))
-
-
-def reduced_shape(shape, axes, keepdims):
-    if keepdims:
-        return tuple(1 if i in axes else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in axes)
-
-
-def _reduce(op, x, axis, keepdims, name=None):
-    x = x if isinstance(x, R.TensorBase) else asarray(x)
-    name = name or op.name
-    axes = normalize_axes(name, x.shape, axis)
-    empty = builtins.any(x.shape[a] == 0 for a in axes)
-    if empty and op.id in (ops.MAX.id, ops.MIN.id, ops.ARGMAX.id, ops.ARGMIN.id):
-        raise ShapeError(f"lazyrt.{name}: zero-size reduction over axis {axis} of a tensor "
-                         f"of shape {x.shape} has no identity")
-    if op.id in ops.INDEX_REDUCTIONS and len(axes) > 1 and len(axes) != x.ndim:
-        raise AxisError(f"lazyrt.{name}: reduces over one axis or all of them (axis=None), "
-                        f"not {axis!r}")
-    code = ops.reduction_dtype(op, x._node.dtype)
-    node = x._node
-    if op.id in ops.WIDENING_REDUCTIONS and node.dtype != code:
-        node = R.cast(node, code)
-    shape = reduced_shape(x.shape, axes, keepdims)
-    return R.wrap(R.record(op.id, code, shape, (node,), (axes, bool(keepdims))))
-
-
-def sum(x, axis=None, keepdims=False):
-    """Sum over ``axis``; ints and bools sum in int64."""
-    return _reduce(ops.SUM, x, axis, keepdims)
-
-
-def prod(x, axis=None, keepdims=False):
-    return _reduce(ops.PROD, x, axis, keepdims)
-
-
-def max(x, axis=None, keepdims=False):
-    """Maximum over ``axis``; NaN propagates, as ``np.max``."""
-    return _reduce(ops.MAX, x, axis, keepdims)
-
-
-def min(x, axis=None, keepdims=False):
-    return _reduce(ops.MIN, x, axis, keepdims)
-
-
-def argmax(x, axis=None, keepdims=False):
-    """Index of the first maximum along ``axis`` (flattened when None)."""
-    return _reduce(ops.ARGMAX, x, axis, keepdims)
-
-
-def argmin(x, axis=None, keepdims=False):
-    return _reduce(ops.ARGMIN, x, axis, keepdims)
-
-
-def any(x, axis=None, keepdims=False):
-    return _reduce(ops.ANY, x, axis, keepdims)
-
-
-def all(x, axis=None, keepdims=False):
-    return _reduce(ops.ALL, x, axis, keepdims)
+# the ops themselves are recorded in Cython (argument checks included)
+normalize_axes = S.normalize_axes
+sum, prod, max, min = S.sum, S.prod, S.max, S.min
+argmax, argmin, any, all = S.argmax, S.argmin, S.any, S.all
 
 
 def _count(x, axes):

@@ -17,12 +17,13 @@ import contextlib
 import os
 import sys
 import threading
-import time
+from time import perf_counter
 from collections import OrderedDict
 
 from . import _recorder as R
-from ._capture import capture
+from ._capture import bind_results, capture
 from . import backends as B
+from . import debug
 from .graph import Graph
 from .metrics import metrics
 
@@ -61,12 +62,14 @@ def _env_int(name, default):
 
 
 program_cache = ProgramCache(_env_int("LAZYRT_PROGRAM_CACHE_SIZE", 1024))
-_state = threading.local()
+
+
+class _ThreadState(threading.local):
+    backend = None  # a class default: a missing per-thread attribute would cost a raise
+
+
+_state = _ThreadState()
 _default_backend = None
-
-
-def _debug_level() -> int:
-    return _env_int("LAZYRT_DEBUG", 0)
 
 
 def default_backend_name() -> str:
@@ -85,7 +88,7 @@ def default_backend_name() -> str:
 
 
 def current_backend_name() -> str:
-    name = getattr(_state, "backend", None)
+    name = _state.backend
     return name or _default_backend or default_backend_name()
 
 
@@ -105,7 +108,7 @@ def backend(name: str):
     """
     B.get(name)
     sync()
-    previous = getattr(_state, "backend", None)
+    previous = _state.backend
     _state.backend = name
     try:
         yield
@@ -121,33 +124,27 @@ def available_backends() -> list[str]:
 def _execute(nodes: list):
     if not nodes:
         return
-    name = getattr(_state, "backend", None) or _default_backend or default_backend_name()
+    name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
-    t0 = time.perf_counter()
+    t0 = perf_counter()
     cap = capture(nodes, be.salt)
     program = program_cache.get(cap.key)
     compiled = program is None
     if compiled:
         metrics.cache_misses += 1
-        graph = Graph.from_capture(cap)
-        program = be.compile(graph)
+        program = be.compile(Graph.from_capture(cap))
         program_cache.put(cap.key, program)
     else:
         metrics.cache_hits += 1
-    cap_nodes = cap.nodes
-    params = [cap_nodes[i].value for i in cap.params]
-    t1 = time.perf_counter()
-    results = program.run(params)
-    t2 = time.perf_counter()
+    t1 = perf_counter()
+    results = program.run(cap.values)
+    t2 = perf_counter()
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += t2 - t1
-    for node, value in zip(nodes, results):
-        if value.flags.writeable:
-            value.flags.writeable = False
-        node.bind(value)
-    if "LAZYRT_DEBUG" in os.environ and _debug_level() >= 1:
-        print(f"[lazyrt] graph {cap.key:016x} {len(cap_nodes)} nodes, {program.kernels} "
+    bind_results(nodes, results)
+    if debug.level() >= 1:
+        print(f"[lazyrt] graph {cap.key:016x} {len(cap.nodes)} nodes, {program.kernels} "
               f"kernels, {'compiled' if compiled else 'cached'} on {name}, "
               f"{(t2 - t0) * 1e3:.3f} ms", file=sys.stderr)
 

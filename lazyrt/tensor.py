@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _recorder as R
-from . import linalg, pointwise, reductions, runtime, views
+from . import _recorder_shapes as S
+from . import pointwise, reductions, runtime, views
 from . import creation
 
 
@@ -26,16 +27,12 @@ class Tensor(R.TensorBase):
     # NumPy must hand `ndarray OP tensor` back to us instead of converting
     __array_ufunc__ = None
 
-    # reductions
-    def sum(self, axis=None, keepdims=False): return reductions.sum(self, axis, keepdims)
-    def prod(self, axis=None, keepdims=False): return reductions.prod(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return reductions.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return reductions.max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return reductions.min(self, axis, keepdims)
-    def argmax(self, axis=None, keepdims=False): return reductions.argmax(self, axis, keepdims)
-    def argmin(self, axis=None, keepdims=False): return reductions.argmin(self, axis, keepdims)
-    def any(self, axis=None, keepdims=False): return reductions.any(self, axis, keepdims)
-    def all(self, axis=None, keepdims=False): return reductions.all(self, axis, keepdims)
+    # reductions, reshape, indexing and matmul record in Cython (lazyrt/_recorder_shapes.pyx)
+    sum, prod, mean = S.sum, S.prod, reductions.mean
+    max, min, argmax, argmin, any, all = S.max, S.min, S.argmax, S.argmin, S.any, S.all
+    reshape = S.reshape
+    __getitem__ = S.getitem
+    __matmul__, __rmatmul__ = S.matmul, S.rmatmul
 
     def var(self, axis=None, keepdims=False, correction=0, ddof=None):
         return reductions.var(self, axis, keepdims, correction, ddof)
@@ -47,7 +44,6 @@ class Tensor(R.TensorBase):
         return reductions.logsumexp(self, axis, keepdims)
 
     # views and movement
-    def reshape(self, *shape): return views.reshape(self, *shape)
     def permute(self, *axes): return views.permute(self, *axes)
     def transpose(self, *axes): return views.transpose(self, axes if axes else None) \
         if len(axes) != 1 else views.transpose(self, axes[0])
@@ -63,7 +59,6 @@ class Tensor(R.TensorBase):
     def T(self):
         return views.transpose(self)
 
-    def __getitem__(self, index): return views.getitem(self, index)
     def __setitem__(self, index, value): views.setitem(self, index, value)
 
     def __iter__(self):
@@ -81,10 +76,6 @@ class Tensor(R.TensorBase):
     def tanh(self): return pointwise.tanh(self)
     def sigmoid(self): return pointwise.sigmoid(self)
     def round(self): return pointwise.round(self)
-
-    # matmul
-    def __matmul__(self, other): return linalg.matmul(self, other)
-    def __rmatmul__(self, other): return linalg.matmul(other, self)
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")

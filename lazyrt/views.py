@@ -7,12 +7,12 @@ lets the planner fold every view into an index map instead of copying.
 """
 from __future__ import annotations
 
-import math
 import operator
 
 import numpy as np
 
 from . import _recorder as R
+from . import _recorder_shapes as S
 from . import dtypes as D
 from . import ops
 from .creation import asarray
@@ -40,32 +40,7 @@ def _record(op, x, shape, attrs, dtype=None):
     return R.wrap(R.record(op.id, code, tuple(shape), (x._node,), attrs))
 
 
-def reshape(x, *shape):
-    """``x`` with a new shape of the same size; one dimension may be -1."""
-    x = _t(x)
-    if len(shape) == 1 and not isinstance(shape[0], int):
-        shape = shape[0]
-    if type(shape) is not tuple or not all(type(d) is int for d in shape):
-        shape = tuple(operator.index(d) for d in shape)
-    size = math.prod(x.shape)
-    if -1 in shape:
-        if shape.count(-1) > 1 or any(d < -1 for d in shape):
-            raise ShapeError(f"lazyrt.reshape: invalid shape {shape} for a tensor of shape "
-                             f"{x.shape}")
-        known = -math.prod(shape)
-        if known == 0 or size % known:
-            raise ShapeError(f"lazyrt.reshape: cannot reshape {x.shape} (size {size}) "
-                             f"into {shape}")
-        shape = tuple(size // known if d == -1 else d for d in shape)
-    elif math.prod(shape) != size or any(d < 0 for d in shape):
-        raise ShapeError(f"lazyrt.reshape: cannot reshape {x.shape} (size {size}) into {shape}")
-    if shape == x.shape:
-        return x
-    return R.wrap(R.record(_RESHAPE, x._node.dtype, shape, (x._node,), (shape,)))
-
-
-_RESHAPE = ops.RESHAPE.id
-_SLICE = ops.SLICE.id
+reshape = S.reshape  # recorded in Cython: the -1 rule and the size check included
 
 
 def permute(x, *axes):
@@ -165,90 +140,23 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 # --- indexing ---------------------------------------------------------------
 
-def _parse_index(x, index):
-    """Basic indexing → (per-axis (start, step, length), result shape).
-
-    The result shape keeps int-indexed axes out and None axes in.
-    Returns None for advanced indexing (arrays, masks), which falls back.
-    """
-    if type(index) is not tuple:
-        index = (index,)
-    shape = x._node.shape
-    ndim = len(shape)
-    n_real = 0
-    ellipses = 0
-    for i in index:
-        if i is None:
-            continue
-        if i is Ellipsis:
-            ellipses += 1
-        elif isinstance(i, (R.TensorBase, np.ndarray, list)):
-            return None
-        else:
-            n_real += 1
-    if ellipses > 1:
-        raise IndexError("lazyrt: an index can only have a single ellipsis ('...')")
-    if n_real > ndim:
-        raise IndexError(f"lazyrt: too many indices for a tensor of shape {shape}: "
-                         f"{n_real} were given")
-    spec, out_shape, axis = [], [], 0
-    fill = ndim - n_real
-    for i in index + ((Ellipsis,) if not ellipses else ()):
-        if i is None:
-            out_shape.append(1)
-            continue
-        if i is Ellipsis:
-            for _ in range(fill):
-                dim = shape[axis]
-                spec.append((0, 1, dim))
-                out_shape.append(dim)
-                axis += 1
-            continue
-        dim = shape[axis]
-        if type(i) is slice:
-            start, stop, step = i.indices(dim)
-            length = len(range(start, stop, step))
-            spec.append((start if length else 0, step, length))
-            out_shape.append(length)
-        else:
-            try:
-                k = operator.index(i)
-            except TypeError as exc:
-                raise IndexError(f"lazyrt: only ints, slices, None and ... are valid "
-                                 f"indices, not {i!r}") from exc
-            if not -dim <= k < dim:
-                raise IndexError(f"lazyrt: index {k} is out of bounds for axis {axis} "
-                                 f"with size {dim} (shape {shape})")
-            spec.append((k % dim, 1, 1))
-        axis += 1
-    return tuple(spec), tuple(out_shape)
+def _advanced_getitem(x, index):
+    """Indexing with arrays, masks or tensors: computed eagerly by NumPy (a
+    barrier, counted as a fallback); basic indexing never gets here."""
+    metrics.count_fallback("getitem[advanced]")
+    key = tuple(np.asarray(i) if isinstance(i, R.TensorBase) else i
+                for i in (index if isinstance(index, tuple) else (index,)))
+    return asarray(x.numpy()[key])
 
 
-def _is_identity(spec, shape):
-    for s, d in zip(spec, shape):
-        if s[0] != 0 or s[1] != 1 or s[2] != d:
-            return False
-    return True
-
-
-def getitem(x, index):
-    parsed = _parse_index(x, index)
-    if parsed is None:
-        metrics.count_fallback("getitem[advanced]")
-        key = tuple(np.asarray(i) if isinstance(i, R.TensorBase) else i
-                    for i in (index if isinstance(index, tuple) else (index,)))
-        return asarray(x.numpy()[key])
-    spec, out_shape = parsed
-    out = x
-    if not _is_identity(spec, x.shape):
-        out = R.wrap(R.record(_SLICE, x._node.dtype, tuple([s[2] for s in spec]),
-                              (x._node,), (spec,)))
-    return reshape(out, out_shape) if out.shape != out_shape else out
+# basic indexing (ints, slices, None, ...) is parsed and recorded in Cython
+getitem = S.getitem
+S.set_advanced_getitem(_advanced_getitem)
 
 
 def setitem(x, index, value):
     """``x[index] = value`` with value semantics: ``x`` gets a new node."""
-    parsed = _parse_index(x, index)
+    parsed = S.parse_index(x.shape, index)
     if parsed is None:
         raise IndexError("lazyrt: assignment supports basic indexing only (ints, slices, "
                          "None, ...); use lr.where for masks")

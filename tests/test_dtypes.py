@@ -126,6 +126,27 @@ def test_out_of_range_python_int_raises_overflow_at_record_time(backend, fresh_m
     assert lr.metrics.snapshot()["graphs_executed"] == 0
 
 
+@pytest.mark.parametrize("value", [2 ** 53 + 1, 2 ** 62 + 3, -(2 ** 63), 2 ** 63 - 1])
+def test_int64_python_scalars_stay_exact_beyond_double_precision(backend, value):
+    """Runtime scalars travel to kernels as 64-bit words: ints as int64 bits,
+    never through a double (which would round 2**53 + 1)."""
+    a = np.array([0, 1, -1], np.int64)
+    t = lr.tensor(a)
+    with np.errstate(over="ignore"):
+        assert_matches(t + value, a + value)
+        assert_matches(t ^ value, a ^ value)
+        assert_matches(t == value, a == value)
+        assert_matches(lr.where(t > 0, value, t), np.where(a > 0, value, a))
+        assert_matches(lr.full((2,), value, dtype="int64"), np.full((2,), value, np.int64))
+
+
+def test_changing_an_int_scalar_reuses_the_program_and_stays_exact(backend, fresh_metrics):
+    t = lr.tensor(np.array([1, 2], np.int64))
+    for value in (3, 2 ** 60 + 1, -(2 ** 60) - 7):
+        assert (t * value).tolist() == [value, 2 * value]
+    assert lr.metrics.snapshot()["cache_misses"] == 1
+
+
 def test_out_of_range_python_int_compares_by_value(backend):
     t = lr.tensor(np.array([0, 200], np.uint8))
     assert (t == -1).tolist() == [False, False]

@@ -17,27 +17,17 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import time
 
 import numpy as np
 
 from .. import _launch
+from .. import debug
 from .. import dtypes as D
 from ..codegen.c import emit_c
-from ..metrics import metrics
 from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
 from .c_compiler import CCompiler
 
 
-_DEBUG_VAR = "LAZYRT_DEBUG"
-_NO_SCALARS = np.zeros(1, np.float64)
-
-
-def _debug_level() -> int:
-    try:
-        return int(os.environ.get("LAZYRT_DEBUG", "0"))
-    except ValueError:
-        return 0
 
 
 def _strided(arr, view):
@@ -76,57 +66,36 @@ class _Opaque:
 
 
 class CProgram:
+    """A compiled program: its plan and a :class:`lazyrt._launch.ProgramRunner`
+    that does each run's work (buffers, parameters, launches) in C."""
+
     def __init__(self, the_plan, launches):
         self.plan = the_plan
         self.launches = launches
         self.kernels = len(launches)
-        self.scratch = None
         buffers = the_plan.buffers
-        self.params = [(buf, slot) for buf, slot in zip(the_plan.param_buffers,
-                                                        the_plan.scalar_slot)]
-        self.n_scalars = the_plan.n_scalars
-        self.fresh = [(b.id, b.shape, D.DTYPES[b.dtype]) for b in buffers if b.kind == "output"]
+        spec = [(b.id, b.shape, D.DTYPES[b.dtype]) for b in buffers]
         # outputs that are a whole buffer are handed out as is; others as views
-        self.outputs = [(o.buffer, None if _is_whole(buffers[o.buffer], o.view) else o.view)
-                        for o in the_plan.outputs]
-        self.bytes = [_bytes_of(s) for s in the_plan.steps]
-
-    def _buffers(self):
-        if self.scratch is None:
-            self.scratch = [(b.id, _launch.empty(b.shape, D.DTYPES[b.dtype]))
-                            for b in self.plan.buffers if b.kind == "scratch"]
-        bufs = [None] * len(self.plan.buffers)
-        for i, arr in self.scratch:
-            bufs[i] = arr
-        for i, shape, dtype in self.fresh:
-            bufs[i] = _launch.empty(shape, dtype)
-        return bufs
+        outputs = [(o.buffer, None if _is_whole(buffers[o.buffer], o.view) else o.view)
+                   for o in the_plan.outputs]
+        self.runner = _launch.ProgramRunner(
+            list(launches), len(buffers),
+            [s for s, b in zip(spec, buffers) if b.kind == "scratch"],
+            [s for s, b in zip(spec, buffers) if b.kind == "output"],
+            list(zip(the_plan.param_buffers, the_plan.scalar_slot)), the_plan.n_scalars,
+            outputs, _strided)
+        self.bytes = {id(launch): _bytes_of(s) for launch, s in zip(launches, the_plan.steps)}
 
     def run(self, params):
-        bufs = self._buffers()
-        scalars = np.empty(self.n_scalars, np.float64) if self.n_scalars else _NO_SCALARS
-        for value, (buf, slot) in zip(params, self.params):
-            if buf >= 0:
-                if not value.flags.c_contiguous:
-                    value = np.ascontiguousarray(value)
-                bufs[buf] = value
-            else:
-                scalars[slot] = value
-        if _DEBUG_VAR in os.environ and _debug_level() >= 2:
-            self._run_timed(bufs, scalars)
-        else:
-            for launch in self.launches:
-                launch.run(bufs, scalars)
-        return [bufs[b] if view is None else _strided(bufs[b], view) for b, view in self.outputs]
+        if debug.level() >= 2:
+            return self.runner.run(params, self._report)
+        return self.runner.run(params)
 
-    def _run_timed(self, bufs, scalars):
-        for launch, nbytes in zip(self.launches, self.bytes):
-            t0 = time.perf_counter()
-            launch.run(bufs, scalars)
-            dt = time.perf_counter() - t0
-            gbs = nbytes / dt / 1e9 if dt > 0 and nbytes else 0.0
-            print(f"[lazyrt]   {launch.name:<40s} {dt * 1e3:9.3f} ms {gbs:8.2f} GB/s",
-                  file=sys.stderr)
+    def _report(self, launch, seconds):
+        nbytes = self.bytes.get(id(launch), 0)
+        gbs = nbytes / seconds / 1e9 if seconds > 0 and nbytes else 0.0
+        print(f"[lazyrt]   {launch.name:<40s} {seconds * 1e3:9.3f} ms {gbs:8.2f} GB/s",
+              file=sys.stderr)
 
 
 def _is_whole(buffer, view):
@@ -156,7 +125,7 @@ class CBackend:
 
     def compile(self, graph):
         the_plan = plan(graph)
-        level = _debug_level()
+        level = debug.level()
         dump = os.environ.get("LAZYRT_DUMP_DIR")
         sources = []
         launches = []

@@ -35,6 +35,7 @@ import warnings
 
 import numpy as np
 
+from .. import debug
 from .. import dtypes as D
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
@@ -62,13 +63,6 @@ def unavailable_reason() -> str:
             "importing triton) to run the kernels on the CPU through Triton's interpreter")
 
 
-def _debug_level() -> int:
-    try:
-        return int(os.environ.get("LAZYRT_DEBUG", "0"))
-    except ValueError:
-        return 0
-
-
 def _torch_dtype(code):
     import torch
     return {D.BOOL: torch.uint8, D.INT8: torch.int8, D.UINT8: torch.uint8,
@@ -89,6 +83,14 @@ def _patch_interpreter():
             setattr(I.InterpreterBuilder, name,
                     lambda self, lhs, rhs, op=ops[name[-2:]]:
                     I.TensorHandle(op(lhs.data, rhs.data), tl.int1))
+
+
+def _put_scalar(fa, slot, value):
+    """Store a runtime scalar in the float64 table: ints as exact int64 bits."""
+    if type(value) is int:
+        fa.view(np.int64)[slot] = value
+    else:
+        fa[slot] = value
 
 
 class KernelCache:
@@ -285,13 +287,13 @@ class TritonProgram:
             if buf >= 0:
                 bufs[buf] = self._to_device(value)
             else:
-                fa[slot] = value
+                _put_scalar(fa, slot, value)
         fa_t = self.torch.from_numpy(fa)
         if not self.on_cpu:
             fa_t = fa_t.to(self.device)
         # the interpreter evaluates masked-off lanes too: their 0/0 is not an error
         with np.errstate(all="ignore"):
-            if _debug_level() >= 2:
+            if debug.level() >= 2:
                 self._run_timed(bufs, fa_t)
             else:
                 for launch in self.launches:
@@ -346,7 +348,7 @@ class TritonProgram:
             self.graph, self.static, self.static_fa = graph, static, static_fa
         except Exception as exc:  # a program that cannot be captured runs eagerly
             self.use_graphs = False
-            if _debug_level() >= 1:
+            if debug.level() >= 1:
                 print(f"[lazyrt] CUDA graph capture failed, running eagerly: {exc}",
                       file=sys.stderr)
 
@@ -357,7 +359,7 @@ class TritonProgram:
             if buf >= 0:
                 self.static[buf].copy_(self._to_device(value), non_blocking=True)
             else:
-                fa[slot] = value
+                _put_scalar(fa, slot, value)
         self.static_fa.copy_(torch.from_numpy(fa), non_blocking=True)
         self.graph.replay()
         return self._outputs(self.static)
@@ -392,7 +394,7 @@ class TritonBackend:
         from ..codegen.triton import emit_triton
         from ..kernels.triton_matmul import emit_matmul
         the_plan = plan(graph, fuse_matmul_epilogue=True)
-        level = _debug_level()
+        level = debug.level()
         sources, launches = [], []
         for step in the_plan.steps:
             if isinstance(step, KernelStep):
