@@ -8,6 +8,8 @@ The generated function is::
 
     NAME(in0, ..., out0, ..., fa, <int args>, numel, row, BLOCK: tl.constexpr)
 
+(``tiled`` kernels take ``BLOCK_M, BLOCK_N: tl.constexpr`` instead of ``BLOCK``.)
+
 ``fa`` is a float64 tensor of the runtime scalars; the int args are every
 domain size and every stride/offset that is not 0 or 1 (0 and 1 are baked in,
 as in the C emitter), so one compiled kernel serves every batch size.
@@ -18,6 +20,12 @@ Kernel kinds:
   axis index comes from the flat index with ``//`` and ``%`` by the runtime
   sizes, then each IndexMap's strides give the addresses. Autotuned on
   ``numel``.
+* ``tiled`` pointwise (chosen by :func:`tile_axes`: a transposed buffer
+  feeding or leaving a pointwise op): one program per ``BLOCK_M x BLOCK_N``
+  tile of two axes, the innermost one and the axis the transposed buffer
+  walks contiguously, so both it and the other buffers load and store
+  contiguous runs. The other axes come from the same flat program id.
+  Autotuned on the two tiled sizes.
 * ``persistent`` reduction: one program per outer point (row); the reduce
   axes are flattened into one ``tl.arange(0, BLOCK)`` with
   ``BLOCK >= row length``: the row is loaded once and stays in registers
@@ -62,18 +70,24 @@ from lazyrt.kernels import triton_math as lzm
 class TritonKernel:
     name: str
     source: str               # a module: imports, then the jitted function
-    kind: str                 # "pointwise" | "persistent" | "looped" | "matmul"
+    kind: str                 # "pointwise" | "tiled" | "persistent" | "looped" | "matmul"
     buffers: tuple            # program buffer per pointer argument (inputs, then outputs)
     iargs: tuple              # int arguments after ``fa``, in order (numel and row last)
     scalar_params: tuple      # program scalar slot per ``fa`` entry
     numel: int                # pointwise: elements; reductions: rows (outer points)
     row: int                  # reduced elements per row (0 for pointwise)
+    tile: tuple = ()          # tiled: sizes of the row axis, the column axis, the rest
 
     def grid(self):
         """The launch grid, a function of the chosen config (autotuned BLOCK)."""
         if self.kind == "pointwise":
             n = self.numel
             return lambda meta: (triton_cdiv(n, meta["BLOCK"]),)
+        if self.kind == "tiled":
+            # one flat grid axis: CUDA caps the second and third at 65535
+            rows, cols, rest = self.tile
+            return lambda meta: (triton_cdiv(rows, meta["BLOCK_M"]) *
+                                 triton_cdiv(cols, meta["BLOCK_N"]) * rest,)
         rows = self.numel
         return (rows,)
 
@@ -84,6 +98,35 @@ class TritonKernel:
 
 def triton_cdiv(a, b):
     return (a + b - 1) // b
+
+
+def tile_axes(spec: KernelSpec):
+    """``(a, inner)``: the axes of a 2-D tiled pointwise kernel; None for the 1-D walk.
+
+    The 1-D walk's lanes move along the innermost axis. A buffer whose stride
+    there is not 0 or +-1 but which is contiguous (stride +-1) along another
+    axis ``a`` is read (or written) a stride apart per lane: uncoalesced. When
+    some other buffer is contiguous along the innermost axis, tiles over
+    ``(a, innermost)`` give both of them contiguous runs. ``x.T + 1`` over
+    domain (N, M): in0 strides (1, N), out0 strides (M, 1) -> ``(0, 1)``.
+
+    Only which strides are 0 or +-1 decides (that is what the source bakes
+    in), so every size, a batch of 1 included, reuses the same kernel.
+    """
+    if spec.reduce_axes or len(spec.domain) < 2:
+        return None
+    inner = len(spec.domain) - 1
+    ios = spec.inputs + spec.outputs
+    if not any(abs(io.index.strides[inner]) == 1 for io in ios):
+        return None
+    for io in ios:
+        strides = io.index.strides
+        if abs(strides[inner]) <= 1:
+            continue
+        for a in reversed(range(inner)):
+            if abs(strides[a]) == 1:
+                return a, inner
+    return None
 
 
 def emit_triton(spec: KernelSpec, persistent_max: int = PERSISTENT_MAX) -> TritonKernel:
@@ -99,6 +142,8 @@ class _Emitter:
         self.row_len = math.prod(spec.domain[a] for a in self.red) if self.red else 0
         self.n_rows = math.prod(spec.domain[a] for a in self.outer)
         self.looped = bool(self.red) and self.row_len > persistent_max
+        self.tile = tile_axes(spec)
+        self.dims = None  # tiled: tile axes per statement, on first use
         self.params: list[str] = []
         self.iargs: list[int] = []
         self.out: list[str] = []
@@ -174,9 +219,13 @@ class _Emitter:
     def stmt_expr(self, st, mask) -> str:
         if st.op == "load":
             io = self.s.inputs[st.attr]
+            if self.tile:
+                mask = self.tile_mask(self.tile_dims(st.id))
+            elif not self.is_vector(st.id):
+                mask = None
             return load_expr(f"in{st.attr}", self.address(f"in{st.attr}", io.index,
                                                           self.elem[st.id]),
-                             io.dtype, mask if self.is_vector(st.id) else None)
+                             io.dtype, mask)
         if st.op == "scalar":
             return f"s{st.attr}"
         if st.op == "reduce":  # over no axes
@@ -215,6 +264,14 @@ class _Emitter:
 
     def store(self, k, out, depth, mask, element):
         v = self.var(out.value)
+        if self.tile:
+            idx = self.address(f"out{k}", out.index, True)
+            # the pointer must span the whole tile, as the mask does
+            idx += "".join(f" + i{a} * 0" for a in self.tile if out.index.strides[a] == 0)
+            if self.tile_dims(out.value) != self.tile:
+                v = f"tl.broadcast_to({v}, [BLOCK_M, BLOCK_N])"
+            self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)}, mask={mask})")
+            return
         if not self.red:
             idx = self.address(f"out{k}", out.index, True)
             if not any(out.index.strides):
@@ -243,6 +300,28 @@ class _Emitter:
             return False
         return any(self.elem_of_pointwise(a) for a in st.args)
 
+    def tile_dims(self, sid) -> tuple:
+        """In a tiled kernel: the tile axes the value varies along (its shape:
+        ``(a, inner)`` a full tile, ``(a,)`` a column, ``(inner,)`` a row,
+        ``()`` one scalar per program)."""
+        if self.dims is None:
+            self.dims = []
+            for st in self.s.body:  # ids are positions, arguments come first
+                if st.op == "load":
+                    strides = self.s.inputs[st.attr].index.strides
+                    varies = {a for a in self.tile if strides[a] != 0}
+                else:
+                    varies = {a for arg in st.args for a in self.dims[arg]}
+                self.dims.append(tuple(a for a in self.tile if a in varies))
+        return self.dims[sid]
+
+    def tile_mask(self, dims):
+        """The mask of a value shaped by ``dims`` (None for a scalar: it is
+        indexed by the non-tiled axes only, always in range)."""
+        if not dims:
+            return None
+        return "mask" if len(dims) == 2 else f"mask{dims[0]}"
+
     # -- structure --
     def run(self) -> TritonKernel:
         s = self.s
@@ -253,7 +332,8 @@ class _Emitter:
             self.declare_io(f"in{k}", io)
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io)
-        kind = "pointwise" if not self.red else ("looped" if self.looped else "persistent")
+        kind = ("tiled" if self.tile else "pointwise") if not self.red else \
+            ("looped" if self.looped else "persistent")
         numel = math.prod(s.domain) if not self.red else self.n_rows
         self.arg("numel", numel)
         self.arg("row", self.row_len)
@@ -266,23 +346,34 @@ class _Emitter:
                 if code in D.INTEGRAL else f"tl.load(fa + {slot})"
             self.line(1, f"s{k} = ({val} != 0)" if code == D.BOOL
                       else f"s{k} = {val}.to({_COMPUTE_T[code]})")
-        if not self.red:
+        if self.tile:
+            self.tiled_body(nd)
+        elif not self.red:
             self.pointwise_body(nd)
         else:
             self.reduction_body()
         ptrs = [f"in{k}" for k in range(len(s.inputs))] + \
             [f"out{k}" for k in range(len(s.outputs))]
-        sig = ", ".join(ptrs + ["fa"] + self.params + ["BLOCK: tl.constexpr"])
+        blocks = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"] if self.tile else \
+            ["BLOCK: tl.constexpr"]
+        sig = ", ".join(ptrs + ["fa"] + self.params + blocks)
         head = [f"# {s.name}: {s.comment or 'fused kernel'}"]
         if kind == "pointwise":
             head.append("@triton.autotune(configs=lzm.POINTWISE_CONFIGS, key=['numel'])")
+        elif kind == "tiled":
+            a, inner = self.tile
+            head.append(f"@triton.autotune(configs=lzm.TILE_CONFIGS, key=['n{a}', 'n{inner}'])")
         elif kind == "looped":
             head.append("@triton.autotune(configs=lzm.REDUCTION_CONFIGS, key=['row'])")
         head += ["@triton.jit", f"def {s.name}({sig}):"]
         source = HEADER + "\n\n" + "\n".join(head + body) + "\n"
         buffers = tuple(i.buffer for i in s.inputs) + tuple(o.buffer for o in s.outputs)
+        tile = ()
+        if self.tile:
+            rows, cols = (s.domain[a] for a in self.tile)
+            tile = (rows, cols, math.prod(n for a, n in enumerate(s.domain) if a not in self.tile))
         return TritonKernel(s.name, source, kind, buffers, tuple(self.iargs),
-                            tuple(s.scalar_params), numel, self.row_len)
+                            tuple(s.scalar_params), numel, self.row_len, tile)
 
     def pointwise_body(self, nd):
         s = self.s
@@ -291,6 +382,32 @@ class _Emitter:
         self.line(1, "mask = offs < numel")
         if nd:
             self.decompose(1, "offs", range(nd))
+        everything = self.needed([o.value for o in s.outputs])
+        self.compute(everything, 1, False, "mask")
+        for k, o in enumerate(s.outputs):
+            self.store(k, o, 1, "mask", True)
+
+    def tiled_body(self, nd):
+        """One BLOCK_M x BLOCK_N tile of axes (a, inner) per program; the flat
+        program id enumerates column tiles fastest, then row tiles, then the
+        other axes (row-major)."""
+        s = self.s
+        a, inner = self.tile
+        pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
+        self.line(1, f"# 2-D tiles over axes {a} x {inner}: a 1-D walk would be uncoalesced")
+        self.line(1, f"pid = {pid}")
+        self.line(1, f"tiles{inner} = tl.cdiv(n{inner}, BLOCK_N)")
+        self.line(1, f"tiles{a} = tl.cdiv(n{a}, BLOCK_M)")
+        self.line(1, f"i{inner} = (pid % tiles{inner}) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]")
+        self.line(1, f"pid = pid // tiles{inner}")
+        self.line(1, f"i{a} = (pid % tiles{a}) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
+        rest = [b for b in range(nd) if b not in self.tile]
+        if rest:
+            self.line(1, f"pid = pid // tiles{a}")
+            self.decompose(1, "pid", rest)
+        self.line(1, f"mask{a} = i{a} < n{a}")
+        self.line(1, f"mask{inner} = i{inner} < n{inner}")
+        self.line(1, f"mask = mask{a} & mask{inner}")
         everything = self.needed([o.value for o in s.outputs])
         self.compute(everything, 1, False, "mask")
         for k, o in enumerate(s.outputs):

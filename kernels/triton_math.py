@@ -275,6 +275,15 @@ else:  # pragma: no cover - needs a GPU
                          triton.Config({"BLOCK": 4096}, num_warps=16),
                          triton.Config({"BLOCK": 1024}, num_warps=4)]
 
+# tiled pointwise kernels (a transpose feeding a pointwise op): square-ish tiles
+# keep both the row-contiguous and the column-contiguous buffers in long runs
+if INTERPRETED:
+    TILE_CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4)]
+else:  # pragma: no cover - needs a GPU
+    TILE_CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4),
+                    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=8),
+                    triton.Config({"BLOCK_M": 32, "BLOCK_N": 128}, num_warps=4)]
+
 if INTERPRETED:
     MATMUL_CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8},
                                     num_warps=4)]
@@ -293,8 +302,8 @@ else:  # pragma: no cover - needs a GPU
     ]
 
 if SINGLE_CONFIG and not INTERPRETED:  # pragma: no cover - needs a GPU
-    POINTWISE_CONFIGS, REDUCTION_CONFIGS, MATMUL_CONFIGS = (
-        POINTWISE_CONFIGS[:1], REDUCTION_CONFIGS[:1], MATMUL_CONFIGS[1:2])
+    POINTWISE_CONFIGS, REDUCTION_CONFIGS, TILE_CONFIGS, MATMUL_CONFIGS = (
+        POINTWISE_CONFIGS[:1], REDUCTION_CONFIGS[:1], TILE_CONFIGS[:1], MATMUL_CONFIGS[1:2])
 
 #: integer matmuls multiply-add through a [BM, BK, BN] product (no integer tl.dot
 #: that matches NumPy's int64 wrap-around), so their tiles stay small

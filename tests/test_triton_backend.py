@@ -67,6 +67,76 @@ def test_broadcasting_and_transposed_input(triton_be):
     assert_matches(lr.exp(t) * 2, np.exp(m) * 2)
 
 
+def arr(shape, dtype):
+    """Random values of ``dtype``: normal floats, small ints (products stay in range)."""
+    if np.dtype(dtype).kind in "iu":
+        return RNG.integers(0, 10, shape).astype(dtype)
+    return rand(*shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int32", "uint8"])
+@pytest.mark.parametrize("shape", [(37, 50), (33, 32), (1, 50), (37, 1), (1, 1), (0, 5), (4, 0)])
+def test_transposed_input_pointwise_matches_numpy(triton_be, shape, dtype):
+    x, z = arr(shape, dtype), arr(shape[::-1], dtype)
+    assert_matches(lr.tensor(x).T * lr.tensor(z) + 1, x.T * z + 1)
+    assert_matches(lr.tensor(x).T - 2, x.T - 2)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int64"])
+@pytest.mark.parametrize("shape", [(3, 37, 50), (1, 37, 50), (2, 1, 5), (2, 5, 1), (0, 4, 5)])
+def test_batched_transpose_pointwise_matches_numpy(triton_be, shape, dtype):
+    y = arr(shape, dtype)
+    x = arr(shape[1:], dtype)            # broadcast over the batch
+    v = arr((shape[0], 1, 1), dtype)     # one value per batch entry
+    t = lr.tensor(y).transpose(0, 2, 1)
+    assert_matches(t + lr.tensor(x).T * lr.tensor(v), y.transpose(0, 2, 1) + x.T * v)
+    assert_matches(lr.tensor(y).transpose(2, 0, 1) * 3, y.transpose(2, 0, 1) * 3)
+
+
+def test_transpose_broadcast_with_rows_columns_and_scalars(triton_be):
+    x = rand(37, 50)
+    row, col, one = rand(37), rand(50, 1), rand(1, 1)
+    t = lr.tensor(x).T
+    assert_matches(t + lr.tensor(row), x.T + row)
+    assert_matches(t * lr.tensor(col) - lr.tensor(one), x.T * col - one)
+    assert_matches(lr.maximum(t, lr.tensor(row)) * lr.tensor(col), np.maximum(x.T, row) * col)
+    assert_matches(lr.where(t > 0, lr.tensor(col), lr.tensor(row)),
+                   np.where(x.T > 0, col, row))
+    assert_matches(lr.tensor(x[:, ::-1]).T + 1, x[:, ::-1].T + 1)  # a reversed axis too
+
+
+def test_transpose_feeding_pointwise_uses_2d_tiles():
+    """``x.T + 1``: in0 walks axis 0 contiguously, out0 axis 1, so the kernel
+    is tiled over (0, 1); a contiguous chain keeps the 1-D walk."""
+    from lazyrt._capture import capture
+    from lazyrt.codegen.triton import emit_triton, tile_axes
+    from lazyrt.graph import Graph
+    from lazyrt.planner import plan
+
+    def kernel(out):
+        (spec,) = plan(Graph.from_capture(capture([out._node]))).kernels
+        return spec, emit_triton(spec)
+
+    x = lr.tensor(rand(37, 50))
+    spec, tk = kernel(x.T + 1)
+    assert tile_axes(spec) == (0, 1) and tk.kind == "tiled"
+    assert "BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr" in tk.source
+    assert "tl.arange(0, BLOCK_M)[:, None]" in tk.source
+    assert "tl.arange(0, BLOCK_N)[None, :]" in tk.source
+    assert "lzm.TILE_CONFIGS" in tk.source
+    assert tk.grid()({"BLOCK_M": 32, "BLOCK_N": 32}) == (2 * 2,)  # 50 x 37 in 32 x 32 tiles
+
+    spec, tk = kernel(lr.tensor(rand(3, 37, 50)).transpose(0, 2, 1) * 2)
+    assert tile_axes(spec) == (1, 2) and tk.kind == "tiled"
+    assert tk.grid()({"BLOCK_M": 32, "BLOCK_N": 32}) == (2 * 2 * 3,)
+
+    for contiguous in (lr.exp(x) * 2 + 1, x + lr.tensor(rand(50)),
+                       lr.tensor(rand(4, 37, 50)).transpose(1, 0, 2) + 1):
+        spec, tk = kernel(contiguous)
+        assert tile_axes(spec) is None and tk.kind == "pointwise"
+        assert "BLOCK_M" not in tk.source and "lzm.POINTWISE_CONFIGS" in tk.source
+
+
 def test_transcendentals(triton_be):
     x = np.linspace(-4, 4, 101).astype(np.float32)
     t = lr.tensor(x)
