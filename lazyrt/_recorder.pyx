@@ -304,13 +304,6 @@ cdef tuple _broadcast(tuple a, tuple b, int op):
     return tuple(out)
 
 
-def broadcast_shapes(*shapes):
-    cdef tuple out = ()
-    for s in shapes:
-        out = _broadcast(out, tuple(s), _ops.EXPAND.id)
-    return out
-
-
 # --- the tensor ----------------------------------------------------------------
 
 cdef object _TensorType = None      # lazyrt.tensor.Tensor, set at import
@@ -596,40 +589,7 @@ cdef class TensorBase:
             return self._node.value
         return _materialize(self)
 
-    def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
-        if dtype is not None and a.dtype != dtype:
-            return a.astype(dtype)
-        return a.copy() if copy else a
-
-    def item(self):
-        a = self.numpy()
-        if a.size != 1:
-            raise ValueError(f"lazyrt.item: tensor of shape {a.shape} has {a.size} elements, "
-                             "only one-element tensors can be converted to Python scalars")
-        return a.reshape(()).item()
-
-    def tolist(self):
-        return self.numpy().tolist()
-
-    def __bool__(self):
-        a = self.numpy()
-        if a.size != 1:
-            raise ValueError(f"lazyrt: the truth value of a tensor of shape {a.shape} is "
-                             "ambiguous; use .any() or .all()")
-        return bool(a.reshape(()))
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
-    def __index__(self):
-        if self._node.dtype == D_BOOL or self._node.dtype >= 5:
-            raise TypeError(f"lazyrt: only integer tensors can be used as an index, "
-                            f"not {_D.NAMES[self._node.dtype]}")
-        return int(self.item())
+    # the other materializing methods (item, tolist, bool...) are in lazyrt/tensor.py
 
     # -- arithmetic: the recorder's hot path --
     def __add__(self, o): return _binop(ADD, self, o)
@@ -674,25 +634,3 @@ cdef class TensorBase:
     def __pos__(self): return self
     def __abs__(self): return unary(ABS, self)
     def __invert__(self): return unary(INVERT, self)
-
-
-def binary_dtype(int op, x, y):
-    """The computation dtype ``binary(op, x, y)`` would use; records nothing."""
-    cdef int kx = _scalar_kind(x), ky = _scalar_kind(y), comp
-    cdef Node a, b
-    if kx < 0 and ky < 0:
-        a, b = (<TensorBase>x)._node, (<TensorBase>y)._node
-        comp = BIN_COMP[op][a.dtype][b.dtype]
-    elif kx < 0:
-        a = (<TensorBase>x)._node
-        comp = SCA_COMP[op][a.dtype][ky]
-    elif ky < 0:
-        a = (<TensorBase>y)._node
-        comp = SCA_COMP[op][a.dtype][kx]
-    else:
-        comp = BIN_COMP[op][_D.default_dtype_of_scalar(x)][_D.default_dtype_of_scalar(y)]
-    if comp < 0:
-        raise DTypeError(f"lazyrt.{OP_NAMES[op]}: no common dtype for "
-                         f"{getattr(x, 'dtype', type(x).__name__)} and "
-                         f"{getattr(y, 'dtype', type(y).__name__)}")
-    return comp

@@ -10,6 +10,7 @@ from . import _recorder as R
 from . import _recorder_shapes as S
 from . import pointwise, reductions, runtime, views
 from . import creation
+from . import dtypes as D
 
 
 class Tensor(R.TensorBase):
@@ -76,6 +77,42 @@ class Tensor(R.TensorBase):
     def tanh(self): return pointwise.tanh(self)
     def sigmoid(self): return pointwise.sigmoid(self)
     def round(self): return pointwise.round(self)
+
+    # materializing (barriers); numpy() itself is in the Cython base
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def item(self):
+        a = self.numpy()
+        if a.size != 1:
+            raise ValueError(f"lazyrt.item: tensor of shape {a.shape} has {a.size} elements, "
+                             "only one-element tensors can be converted to Python scalars")
+        return a.reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __bool__(self):
+        a = self.numpy()
+        if a.size != 1:
+            raise ValueError(f"lazyrt: the truth value of a tensor of shape {a.shape} is "
+                             "ambiguous; use .any() or .all()")
+        return bool(a.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._node.dtype not in D.INTEGRAL:
+            raise TypeError(f"lazyrt: only integer tensors can be used as an index, "
+                            f"not {self.dtype}")
+        return int(self.item())
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
