@@ -198,15 +198,6 @@ def run(repeats=timing.MIN_REPEATS, quick=False, with_reference=False) -> dict:
                       for c in cases()}}
 
 
-def series_for_plot(payload) -> dict:
-    """{case: {impl: ms}} for the bar chart (log scale would hide nothing here)."""
-    series = {}
-    for r in payload["rows"]:
-        if "ms" in r:
-            series.setdefault(r["case"], {})[r["impl"]] = r["ms"]
-    return series
-
-
 if __name__ == "__main__":
     from bench.__main__ import main
     sys.exit(main(["--suite", "cpu"] + sys.argv[1:]))

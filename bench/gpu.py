@@ -242,14 +242,6 @@ def run(repeats=timing.MIN_REPEATS, quick=False) -> dict | None:
             "lazyrt_backends": lazy_backends, "repeats": max(repeats, timing.MIN_REPEATS)}
 
 
-def series_for_plot(payload) -> dict:
-    series = {}
-    for r in payload["rows"]:
-        if "ms" in r:
-            series.setdefault(r["case"], {})[r["impl"]] = r["ms"]
-    return series
-
-
 if __name__ == "__main__":
     from bench.__main__ import main
     sys.exit(main(["--suite", "gpu"] + sys.argv[1:]))

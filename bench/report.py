@@ -82,6 +82,15 @@ def write_json(path, suite: str, payload: dict) -> Path:
     return path
 
 
+def ms_series(payload) -> dict:
+    """{case: {impl: ms}} from a suite's rows, for :func:`plot_bars`."""
+    series = {}
+    for r in payload["rows"]:
+        if "ms" in r:
+            series.setdefault(r["case"], {})[r["impl"]] = r["ms"]
+    return series
+
+
 def plot_bars(path, title: str, series: dict, ylabel: str, log: bool = True) -> bool:
     """Grouped bar chart: ``series`` = {case: {peer: value}}. False when no matplotlib.
 
