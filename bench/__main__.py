@@ -81,8 +81,8 @@ def run_suite(suite, args) -> None:
         return
     json_path, png_path = _paths(args, suite)
     report.write_json(json_path, suite, payload)
-    report.plot_bars(png_path, f"lazyrt bench: {suite}", getattr(mod, "series_for_plot", report.ms_series)(payload),
-                     mod.PLOT_YLABEL)
+    series = getattr(mod, "series_for_plot", report.ms_series)(payload)
+    report.plot_bars(png_path, f"lazyrt bench: {suite}", series, mod.PLOT_YLABEL)
 
 
 def main(argv=None) -> int:
