@@ -184,6 +184,34 @@ def test_float16_computes_in_float32_and_stores_float16(triton_be):
     assert_matches(lr.tensor(x).sum(axis=1), x.sum(axis=1))
 
 
+def test_float16_rounds_after_every_op_on_both_walks(triton_be):
+    """float16 loads widen to float32 and every op rounds back to float16, as
+    NumPy's float16 loops do: the same bits, on the 1-D walk and on 2-D tiles."""
+    x, y = rand(37, 50, dtype=np.float16), rand(37, 50, dtype=np.float16)
+    for a, b, ta, tb in ((x, y, lr.tensor(x), lr.tensor(y)),
+                         (x.T, y.T, lr.tensor(x).T, lr.tensor(y).T)):
+        out = lr.exp((ta * tb + 1) / 3) - ta
+        assert out.numpy().dtype == np.float16
+        assert_matches(out, np.exp((a * b + np.float16(1)) / np.float16(3)) - a, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("persistent_max", [64, 16384])
+def test_float16_sums_accumulate_in_float32(triton_be, monkeypatch, persistent_max):
+    """2048 + 1 rounds back to 2048 in float16: a float16 accumulator would
+    drop the ones that follow 2048 in its lane (the looped kernel's lane 0
+    adds every 64th element); NumPy and lazyrt sum float16 in float32."""
+    monkeypatch.setattr(triton_be, "persistent_max", persistent_max)
+    runtime.program_cache.clear()
+    x = np.ones((2, 3000), np.float16)
+    x[:, 0] = 2048
+    assert_matches(lr.tensor(x).sum(axis=1), x.sum(axis=1), rtol=0, atol=0)
+    assert x.sum(axis=1)[0] == 5048  # 5047 in float32, rounded once
+    assert_matches(lr.tensor(x).mean(axis=1), x.mean(axis=1), rtol=0, atol=0)
+    big = np.full((2, 300), 60000, np.float16)  # the sum overflows float16, the mean does not
+    assert_matches(lr.tensor(big).mean(axis=1), big.mean(axis=1), rtol=0, atol=0)
+    runtime.program_cache.clear()
+
+
 def test_bool_ops(triton_be):
     a = RNG.random((3, 10)) > 0.5
     b = RNG.random((3, 10)) > 0.3
