@@ -1,7 +1,7 @@
 # cython: language_level=3
 """What the recorder's Cython modules share: the node, the tensor base, the
-hash mix, and the C-level constructors, so ``_capture`` and
-``_recorder_shapes`` call them directly instead of through Python."""
+hash mix, and the C-level constructors, so the other recorder
+modules call them directly instead of through Python."""
 from libc.stdint cimport uint64_t, int64_t
 from cpython.object cimport PyObject
 
@@ -59,7 +59,6 @@ cdef Node _cast(Node n, int dtype)
 cdef tuple _broadcast(tuple a, tuple b, int op)
 cdef TensorBase _wrap(Node node)
 cdef int _scalar_kind(object v) noexcept
+cdef bint _int_fits(object value, int dtype) except -1
 cdef object _check_int_range(int op, object value, int dtype)
 cdef object _as_tensor(object x)
-cdef int binary_comp(int op, int a, int b) noexcept
-cdef int scalar_comp(int op, int a, int kind) noexcept

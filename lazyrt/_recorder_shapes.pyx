@@ -18,7 +18,8 @@ import numpy as np
 
 from lazyrt._recorder cimport (Node, TensorBase, _shape_hash, _new_node, _scalar_node,
                                _cast, _broadcast, _wrap, _scalar_kind, _check_int_range,
-                               _as_tensor, binary_comp, scalar_comp)
+                               _as_tensor)
+from lazyrt._recorder_pointwise cimport binary_comp, scalar_comp
 from lazyrt import ops as _ops
 from lazyrt import dtypes as _D
 from lazyrt.errors import AxisError, DTypeError, ShapeError

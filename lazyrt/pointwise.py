@@ -10,6 +10,7 @@ import builtins
 import numpy as np
 
 from . import _recorder as R
+from . import _recorder_pointwise as PW
 from . import _recorder_shapes as S
 from . import dtypes as D
 from . import ops
@@ -23,7 +24,7 @@ def _tensor(x):
 
 def _unary(op):
     def fn(x):
-        return R.unary(op.id, _tensor(x))
+        return PW.unary(op.id, _tensor(x))
     fn.__name__ = op.name
     fn.__doc__ = f"Elementwise ``{op.name}``, NumPy's dtype rule. {op.doc}".strip()
     return fn
@@ -31,7 +32,7 @@ def _unary(op):
 
 def _binary(op):
     def fn(a, b):
-        return R.binary(op.id, a, b)
+        return PW.binary(op.id, a, b)
     fn.__name__ = op.name
     fn.__doc__ = f"Elementwise ``{op.name}`` with broadcasting. {op.doc}".strip()
     return fn

@@ -1,4 +1,4 @@
-"""``lazyrt.Tensor``: the recorded operators come from the Cython base; the
+"""``lazyrt.Tensor``: the recorded operators come from the Cython bases; the
 methods here are thin forwards to the function modules, so each op is
 defined in one place.
 """
@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import _recorder as R
+from . import _recorder_pointwise as PW
 from . import _recorder_shapes as S
 from . import pointwise, reductions, runtime, views
 from . import creation
 from . import dtypes as D
 
 
-class Tensor(R.TensorBase):
+class Tensor(PW.PointwiseTensor):
     """A lazy tensor. Operations record; barriers (``numpy()``, ``item()``,
     ``print``, ``bool()``, ``lr.sync()``) compute.
 
