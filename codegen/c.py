@@ -99,13 +99,16 @@ class _Emitter:
     def var(self, sid: int) -> str:
         return f"v{sid}" if self.elem[sid] else f"r{sid}"
 
-    def index(self, prefix: str, imap) -> str:
+    def index(self, prefix: str, imap, at=None) -> str:
+        """The element offset; ``at`` renames loop variables ({axis: name})."""
+        at = at or {}
         terms = [f"{prefix}_o"] if imap.offset else []
         for a, st in enumerate(imap.strides):
+            i = at.get(a, f"i{a}")
             if st == 1:
-                terms.append(f"i{a}")
+                terms.append(i)
             elif st != 0:
-                terms.append(f"i{a} * {prefix}_s{a}")
+                terms.append(f"{i} * {prefix}_s{a}")
         return " + ".join(terms) or "0"
 
     def declare_io(self, prefix, io, depth, const):
@@ -272,6 +275,9 @@ class _Emitter:
                 self.store(k, o, 2)
             self.line(1, "}")
             return
+        if nd == 1 and self.streamable(self.s.outputs, 0):
+            self.streamed_pointwise_body()
+            return
         for a in range(nd):
             depth = 1 + a
             if a == 0 and nd == 1:
@@ -289,6 +295,65 @@ class _Emitter:
         for a in reversed(range(nd)):
             self.line(1 + a, "}")
 
+    # -- streamed stores (see lz_stream_bytes in lazyrt_math.h) --
+    def streamable(self, outs, axis) -> bool:
+        """Whether every output is contiguous along ``axis`` (so a tile of it
+        can be computed in L1 and streamed out)."""
+        return bool(outs) and all(o.index.strides[axis] == 1 for o in outs)
+
+    def declare_stream(self, depth, outs, count):
+        """The runtime choice (outputs over ~L3 size are streamed) and the tiles."""
+        nbytes = " + ".join(f"(int64_t)sizeof(*out{k})" for k, _ in outs)
+        self.line(depth, f"const int lz_stream = {count} * ({nbytes}) >= LZ_STREAM_MIN_BYTES;")
+
+    def declare_tiles(self, depth, outs):
+        for k, o in outs:
+            self.line(depth, f"{_STORE_T[o.dtype]} tile{k}[LZ_TILE] __attribute__((aligned(64)));")
+
+    def open_tile(self, depth, outs, a, base):
+        """One tile of axis ``a`` from ``b{a}``: each output's destination is its
+        tile (streamed) or the output itself; ``base`` maps an output's index
+        expression to its position at ``i{a} = b{a}``."""
+        self.line(depth, f"const int64_t e{a} = b{a} + LZ_TILE < n{a} ? b{a} + LZ_TILE : n{a};")
+        for k, o in outs:
+            t = _STORE_T[o.dtype]
+            self.line(depth, f"{t} *restrict d{k} = lz_stream ? tile{k} : out{k} + {base(k, o)};")
+
+    def close_tile(self, depth, outs, a, base):
+        for k, o in outs:
+            self.line(depth, f"if (lz_stream) lz_stream_bytes(out{k} + {base(k, o)}, tile{k}, "
+                             f"(size_t)(e{a} - b{a}) * sizeof(*out{k}));")
+
+    def tile_store(self, k, out, depth, a):
+        v = self.var(out.value)
+        self.line(depth, f"d{k}[i{a} - b{a}] = ({_STORE_T[out.dtype]}){v};")
+
+    def streamed_pointwise_body(self):
+        """A 1-D pointwise loop in tiles of LZ_TILE: stored directly, or (large
+        outputs) computed into L1 tiles and streamed out."""
+        outs = list(enumerate(self.s.outputs))
+        everything = self.needed([o.value for o in self.s.outputs])
+        self.declare_stream(1, outs, "total")
+        self.line(1, f"#pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
+        self.line(1, "{")
+        self.declare_tiles(2, outs)
+        self.line(2, "#pragma omp for schedule(static)")
+        self.line(2, "for (int64_t b0 = 0; b0 < n0; b0 += LZ_TILE) {")
+
+        def base(k, o):
+            return self.index(f"out{k}", o.index, {0: "b0"})
+        self.open_tile(3, outs, 0, base)
+        self.line(3, "#pragma omp simd")
+        self.line(3, "for (int64_t i0 = b0; i0 < e0; i0++) {")
+        self.compute(everything, 4, False)
+        for k, o in outs:
+            self.tile_store(k, o, 4, 0)
+        self.line(3, "}")
+        self.close_tile(3, outs, 0, base)
+        self.line(2, "}")
+        self.line(2, "if (lz_stream) lz_stream_fence();")
+        self.line(1, "}")
+
     def reduction_body(self):
         s = self.s
         reduces = [st for st in s.body if st.op == "reduce"]
@@ -296,13 +361,20 @@ class _Emitter:
         elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
         self.cached = self.row_cache_plan(reduces, elem_outs)
         r = self.red[0] if self.red else 0
+        # rows whose element outputs are contiguous along the row: stored in tiles
+        stream = (len(self.red) == 1 and bool(self.outer)
+                  and self.streamable([o for _, o in elem_outs], r))
         depth = 1
+        if stream:
+            self.declare_stream(depth, elem_outs, "total")
         if self.outer:
             collapse = f" collapse({len(self.outer)})" if len(self.outer) > 1 else ""
-            if self.cached:
+            if self.cached or stream:
                 self.line(depth, f"#pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
                 self.line(depth, "{")
                 depth += 1
+                if stream:
+                    self.declare_tiles(depth, elem_outs)
                 for c in self.cached:
                     t = _COMPUTE_T[s.body[c].dtype]
                     self.line(depth, f"{t} *restrict t{c} = ({t} *)malloc(sizeof({t}) * "
@@ -329,19 +401,38 @@ class _Emitter:
         if elem_outs:
             sids = self.needed([o.value for _, o in elem_outs], stop=set(self.cached))
             self.compute(sids, depth, False)
-            self.open_reduce_loops(depth, [], parallel=not self.outer)
-            inner = depth + len(self.red)
+            if stream:
+                def base(k, o):
+                    return self.index(f"out{k}", o.index, {r: f"b{r}"})
+                self.line(depth, f"for (int64_t b{r} = 0; b{r} < n{r}; b{r} += LZ_TILE) {{")
+                self.open_tile(depth + 1, elem_outs, r, base)
+                self.line(depth + 1, "#pragma omp simd")
+                self.line(depth + 1, f"for (int64_t i{r} = b{r}; i{r} < e{r}; i{r}++) {{")
+                inner = depth + 1
+            else:
+                self.open_reduce_loops(depth, [], parallel=not self.outer)
+                inner = depth + len(self.red)
             for c in self.cached:
                 self.line(inner + 1, f"{_COMPUTE_T[s.body[c].dtype]} v{c} = t{c}[i{r}];")
             self.compute([x for x in sids if x not in self.cached], inner + 1, True)
             for k, o in elem_outs:
-                self.store(k, o, inner + 1)
-            self.close_loops(depth, len(self.red))
+                if stream:
+                    self.tile_store(k, o, inner + 1, r)
+                else:
+                    self.store(k, o, inner + 1)
+            if stream:
+                self.line(depth + 1, "}")
+                self.close_tile(depth + 1, elem_outs, r, base)
+                self.line(depth, "}")
+            else:
+                self.close_loops(depth, len(self.red))
         for a in range(depth - 1, top - 1, -1):
             self.line(a, "}")
-        if self.cached:
+        if self.cached or stream:
             for c in self.cached:
                 self.line(top, f"free(t{c});")
+            if stream:
+                self.line(top, "if (lz_stream) lz_stream_fence();")
             self.line(top - 1, "}")
 
     def is_elem_output(self, out) -> bool:

