@@ -44,6 +44,15 @@ cdef uint64_t stable_hash(object obj) except? 0:
     cdef double f
     cdef bytes b
     cdef unsigned char c
+    cdef object item
+    if type(obj) is tuple:  # attrs are mostly tuples (of ints): test that first
+        h = mix(0x4, <uint64_t>len(<tuple>obj))
+        for item in <tuple>obj:
+            if type(item) is int:
+                h = mix(h, mix(0x1, <uint64_t><int64_t>item))
+            else:
+                h = mix(h, stable_hash(item))
+        return h
     if obj is None:
         return 0x51ed270b27d4a1c3ULL
     if obj is True or obj is False:
@@ -61,13 +70,7 @@ cdef uint64_t stable_hash(object obj) except? 0:
             h = (h ^ c) * 0x100000001b3ULL
         return mix(0x3, h)
     if isinstance(obj, tuple):
-        h = mix(0x4, <uint64_t>len(obj))
-        for item in obj:
-            if type(item) is int:  # shapes, axes, slice specs: skip the type dispatch
-                h = mix(h, mix(0x1, <uint64_t><int64_t>item))
-            else:
-                h = mix(h, stable_hash(item))
-        return h
+        return stable_hash(tuple(obj))
     raise TypeError(f"lazyrt: op attribute {obj!r} is not hashable across processes")
 
 
