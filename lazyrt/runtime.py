@@ -73,7 +73,8 @@ _default_backend = None
 
 
 def default_backend_name() -> str:
-    """``$LAZYRT_BACKEND``, else ``c`` where a C compiler exists, else ``numpy``.
+    """``$LAZYRT_BACKEND``, else ``triton`` where a GPU is usable, else ``c`` where
+    a C compiler exists, else ``numpy``.
     Decided once per process: probing for a compiler on every barrier costs
     more than a small graph's whole run."""
     global _default_backend
@@ -83,7 +84,7 @@ def default_backend_name() -> str:
             B.get(env)
             _default_backend = env
         else:
-            _default_backend = "c" if "c" in B.available_backends() else "numpy"
+            _default_backend = B.preferred_backend()
     return _default_backend
 
 

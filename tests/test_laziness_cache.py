@@ -243,3 +243,23 @@ def test_unknown_backend_is_a_clear_error():
     with pytest.raises(lr.BackendError, match="no_such_backend"):
         with lr.backend("no_such_backend"):
             pass
+
+
+@pytest.mark.parametrize(("gpu", "cc", "expected"), [(True, True, "triton"), (False, True, "c"),
+                                                      (False, False, "numpy")])
+def test_default_backend_prefers_a_gpu_then_a_c_compiler(monkeypatch, gpu, cc, expected):
+    from lazyrt import backends, runtime
+    from lazyrt.backends import triton as triton_backend
+    monkeypatch.setattr(triton_backend, "cuda_device_present", lambda: gpu)
+    monkeypatch.setattr(backends, "available_backends",
+                        lambda: ["numpy", "c"] if cc else ["numpy"])
+    monkeypatch.delenv("LAZYRT_BACKEND", raising=False)
+    monkeypatch.setattr(runtime, "_default_backend", None)
+    assert runtime.default_backend_name() == expected
+
+
+def test_lazyrt_backend_variable_overrides_the_default(monkeypatch):
+    from lazyrt import runtime
+    monkeypatch.setenv("LAZYRT_BACKEND", "numpy")
+    monkeypatch.setattr(runtime, "_default_backend", None)
+    assert runtime.default_backend_name() == "numpy"

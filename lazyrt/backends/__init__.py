@@ -70,6 +70,15 @@ def _triton_unavailable() -> str:
     return unavailable_reason()
 
 
+def preferred_backend() -> str:
+    """The default where the user names none: ``triton`` on a machine with a
+    usable GPU, else ``c`` where a C compiler exists, else ``numpy``."""
+    from .triton import cuda_device_present
+    if cuda_device_present():
+        return "triton"
+    return "c" if "c" in available_backends() else "numpy"
+
+
 def _register_builtin():
     from . import reference
     register("numpy", "cpu", reference.ReferenceBackend)

@@ -45,6 +45,17 @@ from .c_compiler import default_cache_dir
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def cuda_device_present() -> bool:
+    """A real GPU that torch can use (the interpreter does not count). The
+    device-node test keeps this cheap where there is none: no torch import."""
+    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")):
+        return False
+    if any(importlib.util.find_spec(m) is None for m in ("triton", "torch")):
+        return False
+    import torch
+    return bool(torch.cuda.is_available())
+
+
 def unavailable_reason() -> str:
     """Why the backend cannot run here ('' when it can).
 
@@ -53,12 +64,8 @@ def unavailable_reason() -> str:
     missing = [m for m in ("triton", "torch") if importlib.util.find_spec(m) is None]
     if missing:
         return f"{' and '.join(missing)} not installed; pip install triton torch"
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if os.environ.get("TRITON_INTERPRET") == "1" or cuda_device_present():
         return ""
-    if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd"):
-        import torch
-        if torch.cuda.is_available():
-            return ""
     return ("no GPU and TRITON_INTERPRET is not set; set TRITON_INTERPRET=1 (before "
             "importing triton) to run the kernels on the CPU through Triton's interpreter")
 
