@@ -222,10 +222,13 @@ cdef int _parse(tuple shape, object index, Py_ssize_t *start, Py_ssize_t *step,
                 Py_ssize_t *length, list out_shape) except -2:
     """Basic indexing → per-axis (start, step, length) in the arrays and the
     result shape in ``out_shape`` (int-indexed axes out, None axes in).
-    Returns -1 for advanced indexing (arrays, masks, tensors), else 0."""
+    Returns -1 for advanced indexing (arrays, masks, tensors), else 1 when an
+    int or None index makes the result shape differ from the sliced lengths,
+    else 0."""
     cdef tuple items = index if type(index) is tuple else (index,)
     cdef Py_ssize_t ndim = len(shape), n_real = 0, ellipses = 0, axis = 0, fill, j
     cdef Py_ssize_t dim, stop, k
+    cdef int reshaped = 0
     cdef object i
     for i in items:
         if type(i) is slice or type(i) is int:
@@ -257,6 +260,7 @@ cdef int _parse(tuple shape, object index, Py_ssize_t *start, Py_ssize_t *step,
             axis += 1
         elif i is None:
             out_shape.append(1)
+            reshaped = 1
         elif i is Ellipsis:
             for j in range(fill):
                 dim = shape[axis]
@@ -276,12 +280,13 @@ cdef int _parse(tuple shape, object index, Py_ssize_t *start, Py_ssize_t *step,
                                  f"with size {dim} (shape {shape})")
             start[axis], step[axis], length[axis] = (k + dim if k < 0 else k), 1, 1
             axis += 1
+            reshaped = 1
     for j in range(fill):  # axes after the last index are taken whole
         dim = shape[axis]
         start[axis], step[axis], length[axis] = 0, 1, dim
         out_shape.append(dim)
         axis += 1
-    return 0
+    return reshaped
 
 
 cdef tuple _spec(Py_ssize_t n, Py_ssize_t *start, Py_ssize_t *step, Py_ssize_t *length):
@@ -323,18 +328,21 @@ def getitem(TensorBase x, index):
     cdef tuple shape = n.shape, result
     cdef Py_ssize_t j, ndim = len(shape)
     cdef bint identity = True
-    if _parse(shape, index, start, step, length, out_shape) < 0:
+    cdef int parsed = _parse(shape, index, start, step, length, out_shape)
+    if parsed < 0:
         return _advanced_getitem(x, index)
     for j in range(ndim):
         if start[j] != 0 or step[j] != 1 or length[j] != <Py_ssize_t>shape[j]:
             identity = False
             break
     if not identity:
-        n = _view(SLICE, n, tuple([length[j] for j in range(ndim)]),
+        n = _view(SLICE, n, tuple(out_shape) if parsed == 0 else
+                  tuple([length[j] for j in range(ndim)]),
                   (_spec(ndim, start, step, length),))
-    result = tuple(out_shape)
-    if result != n.shape:
-        n = _view(RESHAPE, n, result, (result,))
+    if parsed:  # an int or None index: the sliced lengths are reshaped
+        result = tuple(out_shape)
+        if result != n.shape:
+            n = _view(RESHAPE, n, result, (result,))
     return x if n is x._node else _wrap(n)
 
 
