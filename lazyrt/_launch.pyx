@@ -158,6 +158,9 @@ cdef class ProgramRunner:
         for k in range(self.nparams):
             value = params[k]
             if self.param_buf[k] >= 0:
+                if not cnp.PyArray_Check(value):  # never hand a non-array to C
+                    raise TypeError(f"lazyrt internal: parameter {k} is "
+                                    f"{type(value).__name__}, not an ndarray")
                 if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>value):
                     value = np.ascontiguousarray(value)
                 bufs[self.param_buf[k]] = value
