@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.kernel_ir import KernelSpec, statement_levels
+from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
 
 from .c_ops import (_BINARY, _COMPUTE_T, _OMP_REDUCTION, _REDUCE_INIT, _STORE_T,  # noqa: F401
                     _UNARY, EmitError, _fmt_const, _is_float, _pow)
@@ -166,19 +166,7 @@ class _Emitter:
         return f"({_COMPUTE_T[st.dtype]}){a}"
 
     def needed(self, targets, stop=()) -> list[int]:
-        """Statements to compute ``targets``, in order, stopping at row values
-        already computed (reductions of earlier passes included) and at ``stop``."""
-        want, stack = set(), list(targets)
-        while stack:
-            sid = stack.pop()
-            if sid in want or sid in self.row_done:
-                continue
-            st = self.s.body[sid]
-            want.add(sid)
-            if (st.op == "reduce" and self.red) or sid in stop:
-                continue  # its value comes from an earlier pass
-            stack.extend(st.args)
-        return sorted(want)
+        return statements_needed(self.s, targets, self.row_done, stop)
 
     def row_cache_plan(self, reduces, elem_outs) -> list[int]:
         """Expensive element values of the last reduction pass that the store

@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.kernel_ir import KernelSpec, statement_levels
+from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
 
 from .triton_ops import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
                          load_expr, store_value)
@@ -250,17 +250,7 @@ class _Emitter:
         return " + ".join(terms)
 
     def needed(self, targets) -> list[int]:
-        want, stack = set(), list(targets)
-        while stack:
-            sid = stack.pop()
-            if sid in want or sid in self.row_done:
-                continue
-            st = self.s.body[sid]
-            want.add(sid)
-            if st.op == "reduce" and self.red:
-                continue
-            stack.extend(st.args)
-        return sorted(want)
+        return statements_needed(self.s, targets, self.row_done)
 
     def store(self, k, out, depth, mask, element):
         v = self.var(out.value)

@@ -170,3 +170,22 @@ def statement_levels(spec: KernelSpec) -> tuple[list, list]:
             elem[st.id] = any(elem[a] for a in st.args)
             stage[st.id] = max((stage[a] for a in st.args), default=0)
     return elem, stage
+
+
+def statements_needed(spec: KernelSpec, targets, done=(), stop=()) -> list[int]:
+    """The statements that compute ``targets``, in program order. The walk stops
+    at statements in ``done`` (row values an earlier pass computed: left out),
+    and at reductions of a reducing kernel and statements in ``stop`` (kept,
+    but their inputs are not: the value comes from an earlier pass)."""
+    reducing = bool(spec.reduce_axes)
+    want, stack = set(), list(targets)
+    while stack:
+        sid = stack.pop()
+        if sid in want or sid in done:
+            continue
+        st = spec.body[sid]
+        want.add(sid)
+        if (st.op == "reduce" and reducing) or sid in stop:
+            continue
+        stack.extend(st.args)
+    return sorted(want)
