@@ -21,6 +21,7 @@ from lazyrt import dtypes as D
 from lazyrt.codegen.triton import (HEADER, EmitError, _COMPUTE_T, expression, load_expr,
                                    store_value, triton_cdiv)
 from lazyrt.kernel_ir import IndexMap
+from lazyrt.strided import contiguous_strides
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def emit_matmul(step, buffers) -> MatmulKernel:
         outs = list(ep.outputs)
     else:
         ins = []
-        outs = [_Out(step.out, code, IndexMap(0, _contiguous(shape)))]
+        outs = [_Out(step.out, code, IndexMap(0, contiguous_strides(shape)))]
     for k, io in enumerate(ins, start=1):
         _io_args(arg, f"in{k}", io.index)
     for k, io in enumerate(outs):
@@ -197,12 +198,6 @@ class _Out:
     index: IndexMap
 
 
-def _contiguous(shape):
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(strides))
 
 
 def _io_args(arg, prefix, imap):

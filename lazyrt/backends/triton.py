@@ -40,6 +40,7 @@ from .. import dtypes as D
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
 from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
+from ..strided import contiguous_strides
 from .c_compiler import default_cache_dir
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
@@ -319,7 +320,7 @@ class TritonProgram:
             if b.dtype == D.BOOL:
                 host = host.view(np.bool_)
             whole = o.view.offset == 0 and o.view.shape == tuple(b.shape) and \
-                o.view.strides == _contiguous(b.shape)
+                o.view.strides == contiguous_strides(b.shape)
             if whole:
                 results.append(host[:int(np.prod(b.shape))].reshape(b.shape))
             else:
@@ -372,12 +373,6 @@ class TritonProgram:
         return self._outputs(self.static)
 
 
-def _contiguous(shape):
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(strides))
 
 
 class TritonBackend:
@@ -421,4 +416,3 @@ class TritonBackend:
             for src in sources:
                 print(src, file=sys.stderr)
         return TritonProgram(the_plan, launches, self.device)
-
