@@ -39,6 +39,7 @@ cdef class Capture:
     cdef readonly list values    # the parameters' values, in ``params`` order
     cdef readonly list outputs
     cdef readonly uint64_t key
+    cdef uint64_t stamp
 
 
 cdef struct _Table:
@@ -104,7 +105,20 @@ cdef inline bint _same_inputs(Node a, Node b) noexcept:
 
 
 def capture(list outputs, uint64_t salt=0):
-    """Capture the graph behind ``outputs`` (a list of nodes)."""
+    """Capture the graph behind ``outputs`` (a list of nodes).
+
+    Captures in two threads can interleave only if a garbage-collection
+    finalizer switches threads mid-walk; the stamps would then mix, so a
+    capture that sees a newer stamp when it ends simply runs again.
+    """
+    cdef Capture c
+    while True:
+        c = _capture_once(outputs, salt)
+        if c.stamp == _stamp:
+            return c
+
+
+cdef Capture _capture_once(list outputs, uint64_t salt):
     global _stamp
     cdef Capture c = Capture.__new__(Capture)
     cdef _Table numbering        # value number of (hash, input indices) -> canonical index
@@ -175,6 +189,7 @@ def capture(list outputs, uint64_t salt=0):
     c.values = values
     c.outputs = outs
     c.key = fmix(h)
+    c.stamp = stamp
     return c
 
 

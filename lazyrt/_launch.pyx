@@ -108,6 +108,7 @@ cdef class ProgramRunner:
     cdef int *param_buf
     cdef int *param_slot
     cdef object make_view
+    cdef bint busy
 
     def __cinit__(self, list steps, Py_ssize_t nbuf, list scratch, list fresh,
                   list params, int n_scalars, list outputs, make_view):
@@ -136,20 +137,37 @@ cdef class ProgramRunner:
         free(self.param_slot)
 
     def run(self, list params, report=None):
-        """Run on ``params``; ``report(step, seconds)`` after each step, if given."""
-        cdef int64_t stack_words[64]
-        cdef int64_t *words = stack_words
+        """Run on ``params``; ``report(step, seconds)`` after each step, if given.
+
+        Kernels release the GIL, so two threads may run one program at once:
+        only one of them uses the program's scratch buffers."""
         cdef list bufs = [None] * self.nbuf
-        cdef int k, slot
-        cdef object value, step
-        cdef cnp.ndarray big = None  # the scalar table, when the stack one is too small
         if len(params) != self.nparams:
             raise ValueError(f"lazyrt internal: program takes {self.nparams} parameters, "
                              f"got {len(params)}")
-        if self.scratch is None:
-            self.scratch = [(i, empty(shape, dt)) for i, shape, dt in self.scratch_spec]
-        for k, value in self.scratch:
-            bufs[k] = value
+        cdef bint own = not self.busy
+        cdef list scratch
+        if own:  # the program's own scratch; another thread running it gets fresh ones
+            if self.scratch is None:
+                self.scratch = [(i, empty(shape, dt)) for i, shape, dt in self.scratch_spec]
+            scratch = self.scratch
+            self.busy = True
+        else:
+            scratch = [(i, empty(shape, dt)) for i, shape, dt in self.scratch_spec]
+        try:
+            for k, value in scratch:
+                bufs[k] = value
+            return self._run(params, bufs, report)
+        finally:
+            if own:
+                self.busy = False
+
+    cdef list _run(self, list params, list bufs, report):
+        cdef int64_t stack_words[64]
+        cdef int64_t *words = stack_words
+        cdef int k, slot
+        cdef object value, step
+        cdef cnp.ndarray big = None  # the scalar table, when the stack one is too small
         for k, shape, dt in self.fresh:
             bufs[k] = _empty(shape, dt)
         if self.n_scalars > 64:

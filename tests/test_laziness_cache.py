@@ -263,3 +263,37 @@ def test_lazyrt_backend_variable_overrides_the_default(monkeypatch):
     monkeypatch.setenv("LAZYRT_BACKEND", "numpy")
     monkeypatch.setattr(runtime, "_default_backend", None)
     assert runtime.default_backend_name() == "numpy"
+
+
+def test_threads_recording_and_syncing_shared_graphs_get_correct_results(backend):
+    """Kernels release the GIL: threads running one cached program at once must not
+    share its scratch buffers, and concurrent captures must not mix their marks."""
+    import threading
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 300)).astype(np.float32)
+    shared = lr.tensor(a)
+    errors = []
+
+    def work(seed):
+        scale = float(seed + 1)
+        try:
+            for _ in range(20):
+                x = shared * scale
+                y = lr.nn.softmax(x, axis=-1) + lr.nn.softmax(x + 1.0, axis=-1)  # scratch
+                z = (x - x.mean(axis=-1, keepdims=True)).sum(axis=0)
+                lr.sync(y, z)
+                xs = a * scale
+                e = np.exp(xs - xs.max(-1, keepdims=True))
+                sm = e / e.sum(-1, keepdims=True)
+                np.testing.assert_allclose(y.numpy(), 2 * sm, rtol=1e-4, atol=1e-6)
+                np.testing.assert_allclose(z.numpy(), (xs - xs.mean(-1, keepdims=True)).sum(0),
+                                           rtol=1e-3, atol=1e-3)
+        except Exception as exc:  # reported below, with the thread's seed
+            errors.append((seed, exc))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
