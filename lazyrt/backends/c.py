@@ -2,7 +2,8 @@
 
 A program is the planner's steps bound to runnable pieces: generated
 kernels (compiled once per source, cached on disk by :mod:`.c_compiler`),
-BLAS matmuls (``np.matmul`` into a preallocated buffer) and the opaque
+BLAS matmuls (NumPy's OpenBLAS on lazyrt's own OpenMP threads, see
+:mod:`.c_gemm`; ``np.matmul`` for what BLAS cannot take) and the opaque
 movement ops (NumPy). Scratch buffers are allocated once per program and
 reused across runs; outputs come from the size-bucketed pool in
 :mod:`lazyrt._launch` because they are handed to the user.
@@ -26,6 +27,8 @@ from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
 from .c_compiler import CCompiler
+from .c_gemm import _SOURCE as _GEMM_SOURCE
+from .c_gemm import gemm_args
 
 
 
@@ -123,6 +126,16 @@ class CBackend:
         self.compiler.flags = tuple(self.compiler.flags) + tuple(
             f for f in extra if f not in self.compiler.flags)
 
+    def _matmul(self, step, buffers):
+        """The BLAS-on-our-threads launch for ``step``, else ``np.matmul``."""
+        iargs = gemm_args(step, buffers)
+        if iargs is None:
+            return _Matmul(step)
+        lib = self.compiler.load("lz_gemm", _GEMM_SOURCE)
+        address = ctypes.cast(lib.lz_gemm, ctypes.c_void_p).value
+        return _launch.KernelLaunch("matmul_blas", address, (step.a.buffer, step.b.buffer,
+                                                             step.out), iargs, (), lib)
+
     def compile(self, graph):
         the_plan = plan(graph)
         level = debug.level()
@@ -138,7 +151,7 @@ class CBackend:
                 launches.append(_launch.KernelLaunch(ck.name, address, ck.buffers, ck.iargs,
                                                      ck.scalar_params, lib))
             elif isinstance(step, MatmulStep):
-                launches.append(_Matmul(step))
+                launches.append(self._matmul(step, the_plan.buffers))
             elif isinstance(step, OpaqueStep):
                 launches.append(_Opaque(step))
         if level >= 3:

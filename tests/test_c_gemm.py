@@ -1,0 +1,129 @@
+"""The c backend's matmul: NumPy's OpenBLAS called once per lazyrt OpenMP
+thread (lazyrt.backends.c_gemm), checked against NumPy on the shapes, views
+and dtypes that take that path, the ones that fall back to ``np.matmul``,
+and OpenBLAS's thread count, which must come back as it was."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import lazyrt as lr
+from lazyrt.backends import c_gemm
+from lazyrt.runtime import program_cache
+
+pytestmark = [
+    pytest.mark.skipif("c" not in lr.available_backends(),
+                       reason="no C compiler: the c backend is unavailable"),
+    pytest.mark.skipif(c_gemm.numpy_openblas() is None,
+                       reason="NumPy's BLAS is not an ILP64 OpenBLAS"),
+]
+
+
+def _launch_names():
+    program = next(reversed(program_cache._programs.values()))
+    return [launch.name for launch in program.launches]
+
+
+def _blas_threads():
+    lib = c_gemm.numpy_openblas()[0]
+    for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_"):
+        if hasattr(lib, name):
+            return getattr(lib, name)()
+    raise AssertionError("no get_num_threads in NumPy's OpenBLAS")
+
+
+def _operand(rng, shape, dtype, layout):
+    """A (rows, cols) operand laid out as ``layout``: contiguous, transposed
+    (column-major), or a strided slice of a bigger array (offset, wide rows)."""
+    r, c = shape
+    if layout == "transposed":
+        return np.ascontiguousarray(rng.standard_normal((c, r)).astype(dtype)).T
+    if layout == "sliced":
+        return rng.standard_normal((r + 3, c + 5)).astype(dtype)[2:2 + r, 3:3 + c]
+    return rng.standard_normal((r, c)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (2, 3, 1), (1, 7, 300), (70, 65, 3), (3, 90, 130),
+                                 (129, 257, 65), (300, 40, 301)])
+@pytest.mark.parametrize("layouts", [("contiguous", "contiguous"), ("transposed", "sliced"),
+                                     ("sliced", "transposed")])
+def test_blas_matmul_matches_numpy(dtype, mkn, layouts):
+    """Small products run on the calling thread, big ones split rows (M >= N)
+    or columns (N > M) across threads; every layout BLAS reads in place."""
+    m, k, n = mkn
+    rng = np.random.default_rng(m * 10007 + k * 101 + n)
+    a = _operand(rng, (m, k), dtype, layouts[0])
+    b = _operand(rng, (k, n), dtype, layouts[1])
+    with lr.backend("c"):
+        out = (lr.tensor(a) @ lr.tensor(b)).numpy()
+        assert "matmul_blas" in _launch_names()
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * np.sqrt(k))
+    assert out.dtype == dtype
+
+
+@pytest.mark.parametrize("case", ["int64", "float16", "batched", "broadcast_rows", "empty"])
+def test_matmuls_blas_cannot_take_fall_back_to_numpy(case):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((40, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 50)).astype(np.float32)
+    if case == "int64":
+        a, b = (a * 10).astype(np.int64), (b * 10).astype(np.int64)
+    elif case == "float16":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    elif case == "batched":
+        a, b = np.stack([a, a + 1]), np.stack([b, b - 1])
+    elif case == "broadcast_rows":
+        a = np.broadcast_to(a[:1], a.shape)  # recorded lazily below: a stride-0 view
+    else:
+        a = a[:, :0]
+        b = b[:0]
+    with lr.backend("c"):
+        ta = lr.broadcast_to(lr.tensor(a[:1]), a.shape) if case == "broadcast_rows" else \
+            lr.tensor(a)
+        out = (ta @ lr.tensor(b)).numpy()
+        assert "matmul_blas" not in _launch_names()
+    tol = 2e-2 if case == "float16" else 1e-4
+    np.testing.assert_allclose(out, a @ b, rtol=tol, atol=tol)
+
+
+def test_blas_operand_rules():
+    from lazyrt.strided import Strided
+    assert c_gemm._blas_operand(Strided((3, 4), (4, 1), 2)) == (2, 0, 4)
+    assert c_gemm._blas_operand(Strided((3, 4), (1, 3), 0)) == (0, 1, 3)
+    assert c_gemm._blas_operand(Strided((3, 4), (9, 1), 0)) == (0, 0, 9)
+    assert c_gemm._blas_operand(Strided((1, 4), (0, 1), 0)) == (0, 0, 4)  # one row: any stride
+    assert c_gemm._blas_operand(Strided((3, 4), (0, 1), 0)) is None  # broadcast rows
+    assert c_gemm._blas_operand(Strided((3, 4), (2, 1), 0)) is None  # rows overlap
+    assert c_gemm._blas_operand(Strided((3, 4), (8, 2), 0)) is None  # no unit stride
+    assert c_gemm._blas_operand(Strided((3, 4), (-4, 1), 8)) is None  # reversed rows
+
+
+def test_blas_thread_count_is_restored_even_with_concurrent_matmuls():
+    """Each lz_gemm sets OpenBLAS to one thread and the last one out restores
+    it: four Python threads running big matmuls at once must leave it as it was."""
+    before = _blas_threads()
+    rng = np.random.default_rng(1)
+    mats = [rng.standard_normal((160, 160)).astype(np.float32) for _ in range(4)]
+    errors = []
+
+    def work(m):
+        try:
+            with lr.backend("c"):
+                for _ in range(10):
+                    out = (lr.tensor(m) @ lr.tensor(m) + 1.0).numpy()
+                    np.testing.assert_allclose(out, m @ m + 1.0, rtol=1e-4, atol=1e-3)
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(m,)) for m in mats]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert _blas_threads() == before
