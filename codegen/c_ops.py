@@ -173,3 +173,12 @@ _REDUCE_INIT = {
 }
 _OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|",
                   "all": "&"}
+
+
+#: element count under which a kernel stays on one thread
+PARALLEL_THRESHOLD = 32768
+
+#: ops that cost tens of cycles per element: worth a row buffer, and they make
+#: a kernel compute-bound (its stores are not streamed)
+COSTLY_OPS = frozenset({"exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos",
+                        "pow"})

@@ -19,7 +19,8 @@ import pytest
 
 import lazyrt as lr
 from conftest import assert_matches
-from lazyrt.codegen.c import FULL_STREAMS, PARALLEL_THRESHOLD, ROW_BLOCK
+from lazyrt.codegen.c_ops import PARALLEL_THRESHOLD
+from lazyrt.codegen.c_reduce import FULL_STREAMS, ROW_BLOCK
 
 T = PARALLEL_THRESHOLD
 #: sizes around the stream split (tails of 0..3) and the parallel threshold
