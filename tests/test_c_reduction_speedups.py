@@ -14,6 +14,8 @@ positions.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,19 @@ from lazyrt.codegen.c_ops import PARALLEL_THRESHOLD
 from lazyrt.codegen.c_reduce import FULL_STREAMS, ROW_BLOCK
 
 T = PARALLEL_THRESHOLD
+
+
+@pytest.fixture
+def backend():
+    """Only ``c``: these tests pin the C emitter's loop forms, and the generic
+    reduction suites (test_reductions.py) run every backend. On the
+    interpreted Triton backend their 300001-element cases alone took 13
+    minutes of CI."""
+    chosen = os.environ.get("LAZYRT_TEST_BACKENDS")
+    if "c" not in lr.available_backends() or (chosen and "c" not in chosen.split(",")):
+        pytest.skip("the c backend is not under test")
+    with lr.backend("c"):
+        yield "c"
 #: sizes around the stream split (tails of 0..3) and the parallel threshold
 FULL_SIZES = sorted({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 4 * FULL_STREAMS + 3, 1000,
                      T - 1, T, T + 1, T + 2, T + 3, T + 5, 2 * T + 7, 300_001})
