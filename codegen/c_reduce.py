@@ -197,11 +197,12 @@ class ReductionEmitter:
         for st in reduces:
             self.declare_accumulator(st, depth, clauses, finals)
         one_axis = len(self.red) == 1
+        prefetch = self.prefetches(sids, last) if one_axis and self.outer else []
         if one_axis and not self.outer and not serial:
             self.split_full_pass(reduces, depth, sids, clauses)
         elif one_axis and self.outer and not serial and (
-                self.prefetches(sids, last) or any(self.float_partial(st) for st in reduces)):
-            self.blocked_row_pass(reduces, depth, sids, clauses, cache, self.prefetches(sids, last))
+                prefetch or any(self.float_partial(st) for st in reduces)):
+            self.blocked_row_pass(reduces, depth, sids, clauses, cache, prefetch)
         else:
             self.open_reduce_loops(depth, clauses, parallel=not self.outer and not serial,
                                    serial=serial)

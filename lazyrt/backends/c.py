@@ -27,8 +27,7 @@ from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
 from .c_compiler import CCompiler
-from .c_gemm import _SOURCE as _GEMM_SOURCE
-from .c_gemm import gemm_args
+from .c_gemm import GEMM_SOURCE, gemm_args
 
 
 
@@ -131,10 +130,14 @@ class CBackend:
         iargs = gemm_args(step, buffers)
         if iargs is None:
             return _Matmul(step)
-        lib = self.compiler.load("lz_gemm", _GEMM_SOURCE)
-        address = ctypes.cast(lib.lz_gemm, ctypes.c_void_p).value
-        return _launch.KernelLaunch("matmul_blas", address, (step.a.buffer, step.b.buffer,
-                                                             step.out), iargs, (), lib)
+        return self._launch("matmul_blas", "lz_gemm", GEMM_SOURCE,
+                            (step.a.buffer, step.b.buffer, step.out), iargs, ())
+
+    def _launch(self, name, symbol, source, buffers, iargs, scalar_params):
+        """A C launch of ``symbol`` from ``source`` (compiled or found on disk)."""
+        lib = self.compiler.load(symbol, source)
+        address = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+        return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib)
 
     def compile(self, graph):
         the_plan = plan(graph)
@@ -146,10 +149,8 @@ class CBackend:
             if isinstance(step, KernelStep):
                 ck = emit_c(step.spec)
                 sources.append(ck)
-                lib = self.compiler.load(ck.symbol, ck.source)
-                address = ctypes.cast(getattr(lib, ck.symbol), ctypes.c_void_p).value
-                launches.append(_launch.KernelLaunch(ck.name, address, ck.buffers, ck.iargs,
-                                                     ck.scalar_params, lib))
+                launches.append(self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
+                                             ck.iargs, ck.scalar_params))
             elif isinstance(step, MatmulStep):
                 launches.append(self._matmul(step, the_plan.buffers))
             elif isinstance(step, OpaqueStep):

@@ -21,6 +21,7 @@ odd strides, a NumPy without an ILP64 OpenBLAS) goes through ``np.matmul``.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import os
 
@@ -31,7 +32,7 @@ from .. import dtypes as D
 #: below this many multiply-adds a matmul runs on the calling thread only
 PARALLEL_FLOPS = 1 << 18
 
-_SOURCE = r"""
+GEMM_SOURCE = r"""
 /* lazyrt GEMM driver: BLAS on lazyrt's own OpenMP threads (see c_gemm.py) */
 #include <stdint.h>
 #include <pthread.h>
@@ -111,17 +112,10 @@ _SYMBOLS = (
      "openblas_set_num_threads64_"),
 )
 
-_BLAS: tuple | None = None
-_PROBED = False
-
-
+@functools.cache
 def numpy_openblas():
     """(library, addresses of sgemm, dgemm, get/set threads) of the ILP64
     OpenBLAS NumPy itself uses, or None when NumPy has another BLAS."""
-    global _BLAS, _PROBED
-    if _PROBED:
-        return _BLAS
-    _PROBED = True
     for path in _openblas_paths():
         try:
             lib = ctypes.CDLL(path)
@@ -132,8 +126,7 @@ def numpy_openblas():
                 fns = [getattr(lib, n) for n in names]
             except AttributeError:
                 continue
-            _BLAS = (lib,) + tuple(ctypes.cast(f, ctypes.c_void_p).value for f in fns)
-            return _BLAS
+            return (lib,) + tuple(ctypes.cast(f, ctypes.c_void_p).value for f in fns)
     return None
 
 
