@@ -88,6 +88,7 @@ cdef int OP_CONST = _ops.CONST.id
 cdef int OP_CAST = _ops.CAST.id
 cdef int D_BOOL = _D.BOOL
 cdef int D_FLOAT16 = _D.FLOAT16
+cdef int D_FLOAT32 = _D.FLOAT32
 
 
 def _load_tables():
@@ -216,7 +217,19 @@ cdef object _scalar_value(object value, int dtype):
             return int(value)
         with np.errstate(all="ignore"):  # NaN/inf to int: what astype does
             return np.array(value, np.float64).astype(_D.DTYPES[dtype]).item()
-    return value if t is float else float(value)
+    return _round_to_float(value if t is float else float(value), dtype)
+
+
+cdef object _round_to_float(double value, int dtype):
+    """A weak Python float rounded to the float dtype it meets first (NEP 50):
+    ``float16_tensor == 0.1`` compares with float16(0.1), as NumPy does. Kernels
+    compute float16 in float32, which then holds the rounded value exactly."""
+    if dtype == D_FLOAT32:
+        return <double><float>value  # IEEE round to nearest; overflow gives inf
+    if dtype == D_FLOAT16:
+        with np.errstate(over="ignore"):
+            return float(np.float16(value))
+    return value
 
 
 cdef Node _scalar_node(object value, int dtype, bint baked):
@@ -224,6 +237,8 @@ cdef Node _scalar_node(object value, int dtype, bint baked):
     cdef Node n = Node.__new__(Node)
     if not baked:
         value = _scalar_value(value, dtype)
+    elif type(value) is float:  # a baked exponent is rounded to its dtype too
+        value = _round_to_float(value, dtype)
     n.dtype = dtype
     n.shape = EMPTY
     n.shape_hash = EMPTY_SHAPE_HASH

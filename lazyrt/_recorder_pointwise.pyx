@@ -244,6 +244,6 @@ cdef class PointwiseTensor(TensorBase):
     def __ixor__(self, o): return _inplace(BITXOR, self, o)
 
     def __neg__(self): return unary(NEG, self)
-    def __pos__(self): return self
+    def __pos__(self): return _wrap(self._node)  # a new tensor, as +ndarray is a copy
     def __abs__(self): return unary(ABS, self)
     def __invert__(self): return unary(INVERT, self)

@@ -209,8 +209,9 @@ def reshape(x, *shape):
     ``x.reshape(2, 8)`` and ``x.reshape((2, 8))`` are the same.
     """
     cdef TensorBase t = _as_tensor(x)
-    cdef Node n = _reshape_node(t._node, _shape_of(shape))
-    return t if n is t._node else _wrap(n)
+    # always a new tensor, even for the same shape: `y = x.reshape(x.shape); y += 1`
+    # rebinds y only (value semantics; the node itself is shared, nothing is copied)
+    return _wrap(_reshape_node(t._node, _shape_of(shape)))
 
 
 # --- basic indexing ------------------------------------------------------------------
@@ -343,7 +344,7 @@ def getitem(TensorBase x, index):
         result = tuple(out_shape)
         if result != n.shape:
             n = _view(RESHAPE, n, result, (result,))
-    return x if n is x._node else _wrap(n)
+    return _wrap(n)  # x[:] is a new tensor too: in-place ops on it must not rebind x
 
 
 # --- matmul -------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Creating tensors: from data (a parameter leaf) or from a fill value.
 
 ``tensor`` copies its input (later writes to the source do not leak in);
-``asarray`` shares it when it can, as ``np.asarray`` does. Either way the
-tensor's value is read-only from then on: lazyrt has value semantics.
+``asarray`` shares memory only where nobody can write to it, or where asked
+to with ``copy=False``: a pending result always equals what eager evaluation
+at the time of the op would give. Either way the tensor's value is read-only
+from then on: lazyrt has value semantics.
 
 Default dtypes are NumPy's (float64 for ``zeros``, int64 for ``full(s, 1)``).
 ``full``/``zeros``/``ones`` are lazy: a 0-d scalar expanded to the shape,
@@ -33,6 +35,7 @@ def _shape_arg(shape, op="zeros") -> tuple:
 
 
 def _leaf(array: np.ndarray):
+    """A data leaf over ``array``, which nobody may write to from now on."""
     code = D.code_of(array.dtype)
     if array.dtype != D.DTYPES[code]:
         array = array.astype(D.DTYPES[code])
@@ -42,35 +45,90 @@ def _leaf(array: np.ndarray):
     return R.wrap(R.data_node(array, code))
 
 
+def _frozen(array: np.ndarray) -> bool:
+    """Whether no one can write ``array``'s memory: it and every array it views are
+    read-only, down to memory NumPy owns (lazyrt's own computed values are)."""
+    while True:
+        if array.flags.writeable:
+            return False
+        base = array.base
+        if base is None:
+            return True
+        if not isinstance(base, np.ndarray):
+            return isinstance(base, bytes)
+        array = base
+
+
 def _from_torch(obj):
     if obj.requires_grad:
         obj = obj.detach()
     return obj.cpu().numpy()
 
 
+def _too_large_int(obj):
+    """The first Python int in ``obj`` (nested lists) that no lazyrt dtype holds."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool) and \
+                not -2**63 <= item < 2**63:
+            return item
+    return None
+
+
 def asarray(obj, dtype=None, copy=None):
-    """A tensor over ``obj``'s data (NumPy array, nested list, scalar, CPU torch tensor).
+    """A tensor of ``obj`` (NumPy array, nested list, scalar, CPU torch tensor, tensor).
+
+    ``copy=None`` (the default) shares memory only where nobody can write to it
+    (a read-only array, such as a value lazyrt computed); otherwise it copies, so
+    the tensor holds the data as it was at this call, as eager code would see it.
+    ``copy=True`` always copies. ``copy=False`` never copies (and raises where a
+    copy is needed): do not write to the source array until the tensors that
+    use it are synced — lazyrt reads it at the barrier, not at this call.
 
     >>> import lazyrt as lr
     >>> lr.asarray([1, 2, 3]).dtype
     dtype('int64')
     """
     if isinstance(obj, R.TensorBase):
-        return obj if dtype is None else obj.astype(dtype)
+        if dtype is not None and D.code_of(dtype) != obj._node.dtype:
+            if copy is False:
+                raise ValueError(f"lazyrt.asarray: copy=False, but converting {obj.dtype} "
+                                 f"to {np.dtype(dtype)} needs a copy")
+            return obj.astype(dtype)
+        # a copy of a tensor is a new tensor over the same (immutable) node
+        return R.wrap(obj._node) if copy else obj
     if type(obj).__module__.startswith("torch") and hasattr(obj, "detach"):
-        obj = _from_torch(obj)
+        obj = _from_torch(obj)  # shares the torch tensor's memory: the rules below apply
     code = None if dtype is None else D.code_of(dtype)
     if code is None and isinstance(obj, (bool, int, float)):
         code = D.default_dtype_of_scalar(obj)
-    arr = np.array(obj, dtype=None if code is None else D.DTYPES[code], copy=copy)
+    want = None if code is None else D.DTYPES[code]
+    try:
+        if copy is False:
+            arr = np.asarray(obj, dtype=want, copy=False)
+        else:
+            arr = np.asarray(obj, dtype=want)
+            # an ndarray (or anything with __array__) may come back sharing its memory
+            if arr is obj or not arr.flags.owndata or arr.base is not None:
+                if copy or not _frozen(arr):
+                    arr = arr.copy()
+    except OverflowError as exc:
+        raise OverflowError(f"lazyrt.asarray: {exc} (converting to {want})") from None
     if arr.dtype == object:
+        big = _too_large_int(obj)
+        if big is not None:
+            raise OverflowError(f"lazyrt.asarray: Python integer {big} does not fit any "
+                                "lazyrt integer dtype (int64 at most)")
         raise TypeError(f"lazyrt.asarray: cannot make a tensor from {type(obj).__name__} "
                         "(ragged or non-numeric data)")
     return _leaf(arr)
 
 
 def tensor(obj, dtype=None):
-    """A tensor holding a copy of ``obj``."""
+    """A tensor holding a copy of ``obj``: later writes to ``obj`` do not reach it."""
     return asarray(obj, dtype=dtype, copy=True)
 
 
@@ -92,15 +150,17 @@ def _reshape_scalar(node, ndim):
     return R.record(ops.RESHAPE.id, node.dtype, (1,) * ndim, (node,), ((1,) * ndim,))
 
 
-def zeros(shape, dtype="float64"):
-    return full(shape, 0, dtype)
+def zeros(shape, dtype=None):
+    """Zeros of ``shape``; ``dtype=None`` is the default float (float64)."""
+    return full(shape, 0, _float_default(dtype))
 
 
-def ones(shape, dtype="float64"):
-    return full(shape, 1, dtype)
+def ones(shape, dtype=None):
+    """Ones of ``shape``; ``dtype=None`` is the default float (float64)."""
+    return full(shape, 1, _float_default(dtype))
 
 
-def empty(shape, dtype="float64"):
+def empty(shape, dtype=None):
     """Like ``zeros``: lazyrt never hands out uninitialized memory."""
     return zeros(shape, dtype)
 
@@ -131,10 +191,15 @@ def arange(start, stop=None, step=1, dtype=None):
                            dtype=None if dtype is None else D.DTYPES[D.code_of(dtype)]))
 
 
-def linspace(start, stop, num=50, endpoint=True, dtype="float64"):
-    return _leaf(np.linspace(start, stop, num, endpoint=endpoint,
-                             dtype=D.DTYPES[D.code_of(dtype)]))
+def _float_default(dtype):
+    return D.DTYPES[D.FLOAT64 if dtype is None else D.code_of(dtype)]
 
 
-def eye(n, m=None, k=0, dtype="float64"):
-    return _leaf(np.eye(n, m, k, dtype=D.DTYPES[D.code_of(dtype)]))
+def linspace(start, stop, num=50, endpoint=True, dtype=None):
+    """As ``np.linspace``; ``dtype=None`` is the default float (float64)."""
+    return _leaf(np.linspace(start, stop, num, endpoint=endpoint, dtype=_float_default(dtype)))
+
+
+def eye(n, m=None, k=0, dtype=None):
+    """As ``np.eye``; ``dtype=None`` is the default float (float64)."""
+    return _leaf(np.eye(n, m, k, dtype=_float_default(dtype)))

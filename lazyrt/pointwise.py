@@ -58,11 +58,15 @@ bitwise_not = invert
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` with C casting rules, like ``ndarray.astype``."""
+    """``x`` converted to ``dtype`` with C casting rules, like ``ndarray.astype``.
+
+    Always a new tensor (the array API requires a copy): an in-place operator on
+    the result never changes ``x``. No data moves for the same dtype.
+    """
     x = _tensor(x)
     code = D.code_of(dtype)
     if code == x._node.dtype:
-        return x
+        return R.wrap(x._node)
     return R.wrap(R.cast(x._node, code))
 
 

@@ -53,7 +53,7 @@ def permute(x, *axes):
         raise AxisError(f"lazyrt.permute: {axes} is not a permutation of the axes of a "
                         f"tensor of shape {x.shape}")
     if axes == tuple(range(x.ndim)):
-        return x
+        return R.wrap(x._node)  # a new tensor: value semantics, nothing copied
     return _record(ops.PERMUTE, x, [x.shape[a] for a in axes], (axes,))
 
 
@@ -85,11 +85,11 @@ def broadcast_to(x, shape):
         if have != want and have != 1:
             raise ShapeError(f"lazyrt.broadcast_to: cannot broadcast {x.shape} to {target}")
     if target == x.shape:
-        return x
+        return R.wrap(x._node)  # a new tensor: value semantics, nothing copied
     if lead:
         x = reshape(x, full)
     if target == full:
-        return x
+        return x  # the new tensor reshape made
     return _record(ops.EXPAND, x, target, (target,))
 
 
@@ -192,7 +192,7 @@ def concat(tensors, axis=0):
     code = D.promote(*(t._node.dtype for t in ts))
     ts = [astype(t, D.DTYPES[code]) for t in ts]
     if len(ts) == 1:
-        return ts[0]
+        return ts[0]  # a new tensor (astype always makes one)
     shape = list(ts[0].shape)
     shape[axis] = sum(t.shape[axis] for t in ts)
     return R.wrap(R.record(ops.CONCAT.id, code, tuple(shape), tuple(t._node for t in ts),
