@@ -100,6 +100,24 @@ def triton_cdiv(a, b):
     return (a + b - 1) // b
 
 
+def scalar_loads(spec: KernelSpec) -> list[str]:
+    """The lines that load a kernel's runtime scalars ``s0, s1, ...`` from ``fa``.
+
+    ``fa`` is the program's scalar table of 64-bit words: float scalars are
+    doubles, integer scalars exact int64 bits (a double would round ints past
+    2**53, and reading the bits as a double turns 5 into 0). Every Triton
+    template loads its scalars through here.
+    """
+    lines = []
+    for k, code in enumerate(spec.scalars):
+        slot = spec.scalar_params[k] if k < len(spec.scalar_params) else k
+        val = f"tl.load(fa.to(tl.pointer_type(tl.int64)) + {slot})" \
+            if code in D.INTEGRAL else f"tl.load(fa + {slot})"
+        lines.append(f"s{k} = ({val} != 0)" if code == D.BOOL
+                     else f"s{k} = {val}.to({_COMPUTE_T[code]})")
+    return lines
+
+
 def tile_axes(spec: KernelSpec):
     """``(a, inner)``: the axes of a 2-D tiled pointwise kernel; None for the 1-D walk.
 
@@ -329,13 +347,8 @@ class _Emitter:
         self.arg("row", self.row_len)
         body = []
         self.out = body
-        for k, code in enumerate(s.scalars):
-            slot = s.scalar_params[k] if k < len(s.scalar_params) else k
-            # fa is the program's scalar table of 64-bit words: int scalars are int64 bits
-            val = f"tl.load(fa.to(tl.pointer_type(tl.int64)) + {slot})" \
-                if code in D.INTEGRAL else f"tl.load(fa + {slot})"
-            self.line(1, f"s{k} = ({val} != 0)" if code == D.BOOL
-                      else f"s{k} = {val}.to({_COMPUTE_T[code]})")
+        for text in scalar_loads(s):
+            self.line(1, text)
         if self.tile:
             self.tiled_body(nd)
         elif not self.red:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from lazyrt import dtypes as D
 from lazyrt.codegen.triton import (HEADER, EmitError, _COMPUTE_T, expression, load_expr,
-                                   store_value, triton_cdiv)
+                                   scalar_loads, store_value, triton_cdiv)
 from lazyrt.kernel_ir import IndexMap
 from lazyrt.strided import contiguous_strides
 
@@ -214,11 +214,8 @@ def _epilogue(ep, line, address, tile_dep, product):
         return f"e{sid}"
 
     tile = {}
-    for k, code in enumerate(ep.scalars):
-        slot = ep.scalar_params[k] if k < len(ep.scalar_params) else k
-        val = f"tl.load(fa + {slot})"
-        line(1, f"s{k} = ({val} != 0)" if code == D.BOOL
-             else f"s{k} = {val}.to({_COMPUTE_T[code]})")
+    for text in scalar_loads(ep):
+        line(1, text)
     for st in ep.body:
         if st.op == "load" and st.attr == 0:
             e, tile[st.id] = product, True

@@ -86,6 +86,20 @@ def test_matmul_fused_with_pointwise_epilogue(backend):
     assert_matches(out, np.maximum(x @ w * 2 + np.float32(0.5), 0), atol=1e-5)
 
 
+@pytest.mark.parametrize("dt", ["int8", "int32", "int64", "bool", "float16", "float64"])
+def test_matmul_epilogue_with_runtime_scalars_of_every_dtype(backend, dt):
+    # regression: the Triton epilogue read int scalars' int64 bits as a double (5 -> 0)
+    a = (np.arange(12).reshape(3, 4) % 5 - 2).astype(dt)
+    b = (np.arange(8).reshape(4, 2) % 3 - 1).astype(dt)
+    with np.errstate(all="ignore"):
+        for s in (5, -3, 2**40) if dt == "int64" else (5, 1):
+            expected = a @ b + s if dt != "bool" else (a @ b) | bool(s)
+            got = lr.tensor(a) @ lr.tensor(b) + s if dt != "bool" else \
+                (lr.tensor(a) @ lr.tensor(b)) | bool(s)
+            assert_matches(got, expected, rtol=1e-3 if dt == "float16" else None,
+                           atol=1e-3 if dt == "float16" else None)
+
+
 # --- nn ------------------------------------------------------------------------
 
 def _gelu(x):
