@@ -100,7 +100,7 @@ def plot_bars(path, title: str, series: dict, ylabel: str, log: bool = True) -> 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        console.print("[dim]matplotlib not installed: no PNG (pip install '.[bench]')[/dim]")
+        console.print("[dim]matplotlib not installed: no PNG (pip install matplotlib, or run make bench)[/dim]")
         return False
     cases = list(series)
     peers = sorted({p for values in series.values() for p in values})

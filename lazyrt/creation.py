@@ -117,6 +117,11 @@ def asarray(obj, dtype=None, copy=None):
                     arr = arr.copy()
     except OverflowError as exc:
         raise OverflowError(f"lazyrt.asarray: {exc} (converting to {want})") from None
+    except ValueError as exc:
+        if copy is False:
+            raise ValueError(f"lazyrt.asarray: copy=False, but {exc}") from None
+        raise ValueError(f"lazyrt.asarray: cannot make a tensor from this "
+                         f"{type(obj).__name__}: {exc}") from None
     if arr.dtype == object:
         big = _too_large_int(obj)
         if big is not None:

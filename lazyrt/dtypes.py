@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import DTypeError
+
 #: dtype codes, in promotion-lattice order; the code is the index.
 DTYPES: tuple[np.dtype, ...] = tuple(
     np.dtype(n)
@@ -47,11 +49,11 @@ def code_of(dtype) -> int:
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
-        raise TypeError(f"lazyrt: {dtype!r} is not a dtype") from exc
+        raise DTypeError(f"lazyrt: {dtype!r} is not a dtype") from exc
     if dt not in CODE:
         narrowed = _NARROW.get(dt.kind, {}).get(dt.itemsize)
         if narrowed is None:
-            raise TypeError(
+            raise DTypeError(
                 f"lazyrt: dtype {dt} is not supported; use one of {', '.join(NAMES)}"
             )
         return narrowed

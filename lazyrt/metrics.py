@@ -14,6 +14,8 @@ from collections import Counter
 from . import _recorder
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# lazyrt's own programs that use lazyrt as a user would: their lines are the answer
+_USER_CODE = frozenset(os.path.join(_PACKAGE_DIR, f) for f in ("demo.py",))
 
 _FIELDS = ("graphs_executed", "cache_hits", "cache_misses", "compiles", "compile_time_s",
            "disk_cache_hits", "kernel_launches", "execute_time_s", "materializations",
@@ -71,7 +73,8 @@ def _fmt(v):
 def _user_frame_key():
     """(code, line) of the innermost frame outside lazyrt (the user's call)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR) \
+            and frame.f_code.co_filename not in _USER_CODE:
         frame = frame.f_back
     return (None, 0) if frame is None else (frame.f_code, frame.f_lineno)
 

@@ -115,6 +115,33 @@ class Tensor(PW.PointwiseTensor):
                             f"not {self.dtype}")
         return int(self.item())
 
+    def __reduce__(self):
+        # pickling materializes: the pickle holds the data, never a pending graph
+        return (creation.tensor, (np.array(self.numpy()),))
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export of the computed value (a barrier). Computed values are
+        read-only, which DLPack before 1.0 cannot signal: those consumers get a
+        copy (``torch.tensor(t)`` and ``np.from_dlpack(t)`` work either way)."""
+        a = self.numpy()
+        kw = {} if max_version is None else {"max_version": max_version}
+        if dl_device is not None:
+            kw["dl_device"] = dl_device
+        if copy is not None:
+            kw["copy"] = copy
+        if stream is not None:
+            raise BufferError("lazyrt: tensors live on the CPU; a DLPack stream does not apply")
+        try:
+            return a.__dlpack__(**kw)
+        except BufferError:
+            if copy is False:
+                raise BufferError("lazyrt: the value is read-only and this DLPack consumer "
+                                  "cannot take a read-only array without a copy") from None
+            return np.array(a).__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return np.empty(0).__dlpack_device__()
+
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         return f"tensor({body}, dtype={self.dtype})"

@@ -180,3 +180,60 @@ def test_sync_rejects_non_tensors():
 def test_int_to_negative_int_power_is_refused_at_the_call(backend, nothing_runs):
     with pytest.raises(ValueError, match="negative"):
         lr.tensor(np.array([1, 2], np.int32)) ** -1
+
+
+# --- conversions a newcomer tries (issue 9, item 9) ------------------------------
+
+def test_unsupported_dtype_raises_the_exported_dtype_error(nothing_runs):
+    for bad in ("complex64", "uint64", "object"):
+        with pytest.raises(lr.DTypeError, match="dtype|not a dtype"):
+            lr.zeros(3, bad)
+    with pytest.raises(lr.DTypeError):
+        lr.tensor([1.0]).astype("complex128")
+
+
+def test_python_int_too_large_for_any_dtype_says_so(nothing_runs):
+    with pytest.raises(OverflowError, match=r"1180591620717411303424 does not fit"):
+        lr.tensor([2**70])
+    with pytest.raises(OverflowError, match="does not fit"):
+        lr.asarray([[1, 2], [3, -2**64]])
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        lr.tensor([[1, 2], [3]])
+
+
+def test_pickling_a_tensor_pickles_its_value(backend):
+    import pickle
+    a = np.arange(6.0, dtype="float32").reshape(2, 3)
+    t = lr.tensor(a) * 2
+    back = pickle.loads(pickle.dumps(t))
+    assert isinstance(back, lr.Tensor)
+    np.testing.assert_array_equal(back.numpy(), a * 2)
+    assert back.dtype == np.float32
+
+
+def test_torch_tensor_of_a_lazy_tensor_takes_its_value(backend):
+    torch = pytest.importorskip("torch")
+    t = lr.tensor(np.array([[1.0, 2.0], [3.0, 4.0]], "float32")) + 1
+    got = torch.tensor(t)
+    assert got.dtype == torch.float32
+    np.testing.assert_array_equal(got.numpy(), [[2.0, 3.0], [4.0, 5.0]])
+    np.testing.assert_array_equal(np.from_dlpack(t), [[2.0, 3.0], [4.0, 5.0]])
+
+
+def test_demo_with_an_unknown_backend_is_a_usage_error(capsys):
+    from lazyrt.cli import main
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--backend", "bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown backend 'bogus'" in err and "Traceback" not in err
+
+
+def test_numpy_backend_does_not_leak_numpy_warnings(recwarn):
+    import warnings
+    with lr.backend("numpy"):
+        x = lr.tensor(np.array([0.0, 1.0, -1.0, np.inf]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            (lr.log(x) / x + lr.sqrt(x) * np.inf - x ** 1e10).numpy()
+            (lr.tensor(np.array([1, 2], "int32")) // 0).numpy()

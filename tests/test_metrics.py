@@ -110,3 +110,10 @@ def test_graph_cuts_are_counted(backend, fresh_metrics):
         lr.sync()
         from test_memory import DEFAULT_MAX_GRAPH_NODES
         lr.set_max_graph_nodes(DEFAULT_MAX_GRAPH_NODES)
+
+
+def test_materialized_at_names_the_demo_not_the_console_script(fresh_metrics, capsys):
+    from lazyrt.cli import main
+    assert main(["demo", "--backend", "numpy"]) == 0
+    lines = lr.metrics.snapshot()["materialized_at"]
+    assert lines and all("demo.py:" in where for where in lines), lines

@@ -17,6 +17,12 @@ class ReferenceProgram:
         self.kernels = graph.n_ops
 
     def run(self, params):
+        # NaN, inf and division by zero are values here, as in every compiled
+        # backend: NumPy's RuntimeWarnings from inside lazyrt must not reach users
+        with np.errstate(all="ignore"):
+            return self._run(params)
+
+    def _run(self, params):
         nodes = self.graph.nodes
         values = [None] * len(nodes)
         for i, v in zip(self.graph.params, params):
