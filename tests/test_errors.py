@@ -237,3 +237,5 @@ def test_numpy_backend_does_not_leak_numpy_warnings(recwarn):
             warnings.simplefilter("error")
             (lr.log(x) / x + lr.sqrt(x) * np.inf - x ** 1e10).numpy()
             (lr.tensor(np.array([1, 2], "int32")) // 0).numpy()
+            x.astype("int32").numpy()  # NaN/inf to int: NumPy warns 'invalid value'
+            (x * 1e5).astype("float16").numpy()  # NumPy warns 'overflow in cast'
