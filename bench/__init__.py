@@ -7,4 +7,11 @@
 ``timing`` holds the shared measurement rules, ``workloads`` the computations
 (written once for every library), ``report`` the table / JSON / PNG output.
 Nothing here imports NumPy at package import: thread counts are set first.
+The suites are run only through ``python -m bench`` (bench/__main__.py), which
+imports them; they never import it back.
 """
+import os
+
+CPU_THREADS = 2
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, str(CPU_THREADS))

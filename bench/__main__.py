@@ -1,19 +1,14 @@
 """``python -m bench --suite {record,cpu,gpu,all}``: run suites, print, save.
 
-Thread counts for NumPy's BLAS/OpenMP are read when NumPy is imported, so they
-are set here, before anything imports NumPy (unless the user already set them).
+Thread counts for NumPy's BLAS/OpenMP are set by ``bench/__init__.py``,
+which runs before this module and before anything imports NumPy.
 """
 from __future__ import annotations
 
+import argparse
 import os
-
-CPU_THREADS = 2
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, str(CPU_THREADS))
-
-import argparse  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+from pathlib import Path
 
 SUITES = ("record", "cpu", "gpu")
 

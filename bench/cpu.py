@@ -3,7 +3,7 @@
 Run: ``python -m bench --suite cpu [--quick] [--with-reference]``.
 
 One process, 2 threads everywhere (torch.set_num_threads, OMP/MKL/OpenBLAS
-env set by ``bench.__main__`` before NumPy loads), float32, median of >= 10
+env set by ``bench/__init__.py`` before NumPy loads), float32, median of >= 10
 interleaved samples after warm-up. Each implementation's output is checked
 against NumPy in float64 once before timing; a mismatch is printed in red and
 stays in the JSON. GB/s counts the minimal bytes (inputs read once, outputs
@@ -11,12 +11,6 @@ written once); "% copy" compares with np.copyto into a reused buffer in the
 same run, the practical bandwidth ceiling.
 """
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
@@ -196,8 +190,3 @@ def run(repeats=timing.MIN_REPEATS, quick=False, with_reference=False) -> dict:
             "repeats": max(repeats, timing.MIN_REPEATS), "lazyrt_backends": lazy_backends,
             "cases": {c.name: {"bytes": c.nbytes, "flops": c.flops, "note": c.note}
                       for c in cases()}}
-
-
-if __name__ == "__main__":
-    from bench.__main__ import main
-    sys.exit(main(["--suite", "cpu"] + sys.argv[1:]))

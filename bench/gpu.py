@@ -14,13 +14,8 @@ torch.compile's first calls.
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
-
-if __package__ in (None, ""):  # run as a script: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import peers as P
 from bench import report, timing, workloads
@@ -240,8 +235,3 @@ def run(repeats=timing.MIN_REPEATS, quick=False) -> dict | None:
     print_ratios(rs, lazy_backends, want="triton")
     return {"rows": rows, "ratios": rs, "copy_gb_s": copy_gbs, "device": device_name,
             "lazyrt_backends": lazy_backends, "repeats": max(repeats, timing.MIN_REPEATS)}
-
-
-if __name__ == "__main__":
-    from bench.__main__ import main
-    sys.exit(main(["--suite", "gpu"] + sys.argv[1:]))

@@ -15,13 +15,8 @@ op and at most 1.5 µs.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
-
-if __package__ in (None, ""):  # run as a script: make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
@@ -201,8 +196,3 @@ def run(repeats: int = timing.MIN_REPEATS, quick: bool = False) -> dict:
 def series_for_plot(payload) -> dict:
     """{op: {lib: µs}} for the bar chart."""
     return {r["op"]: r["us"] for r in payload["rows"]}
-
-
-if __name__ == "__main__":
-    from bench.__main__ import main
-    sys.exit(main(["--suite", "record"] + sys.argv[1:]))
