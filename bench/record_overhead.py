@@ -61,6 +61,13 @@ def _cases(lr) -> list[OpCase]:
         f = L.exp
         return lambda: f(a)
 
+    def from_host(L, b):
+        # a writeable host array: lazyrt copies it (the value at the call is the
+        # value used), NumPy and torch share it
+        host = np.array(b, copy=True) if isinstance(b, np.ndarray) else b.numpy().copy()
+        f = getattr(L, "asarray", None) or L.as_tensor
+        return lambda: f(host)
+
     return [
         OpCase("a + b", lambda L, a, b, m: lambda: a + b),
         OpCase("a * 2.0", lambda L, a, b, m: lambda: a * 2.0),
@@ -70,6 +77,7 @@ def _cases(lr) -> list[OpCase]:
         OpCase("a.reshape(4, 4)", lambda L, a, b, m: lambda: a.reshape(4, 4)),
         OpCase("a[1:5]", lambda L, a, b, m: lambda: a[1:5]),
         OpCase("a @ b (4x4)", lambda L, a, b, m: lambda: m @ m),
+        OpCase("asarray(ndarray)", lambda L, a, b, m: from_host(L, b)),
         OpCase("where(a > 0, a, b)", lambda L, a, b, m: where(L, a, b), n_ops=2),
         OpCase("10-op chain", lambda L, a, b, m: lambda: workloads.chain10(None, a, b),
                n_ops=10),

@@ -39,7 +39,10 @@ cdef class Node:
     cdef readonly object value
     cdef readonly uint64_t hash
     cdef readonly uint64_t shape_hash
-    cdef public object source
+    # the user's line that recorded this node: a code object and a bytecode
+    # offset (cheap to take), turned into "file:line" only when shown
+    cdef readonly object source_code
+    cdef readonly int source_offset
     # capture's bookkeeping: this node's canonical index in capture number `seen`
     cdef uint64_t seen
     cdef Py_ssize_t index

@@ -74,6 +74,89 @@ cdef uint64_t stable_hash(object obj) except? 0:
     raise TypeError(f"lazyrt: op attribute {obj!r} is not hashable across processes")
 
 
+# --- source lines -----------------------------------------------------------------
+
+cdef extern from *:
+    """
+    #include <frameobject.h>
+    /* The frame's current bytecode offset (3.11+), or minus its line number before. */
+    static int lz_frame_at(PyFrameObject *f) {
+    #if PY_VERSION_HEX >= 0x030B0000
+        return PyFrame_GetLasti(f);
+    #else
+        return -PyFrame_GetLineNumber(f);
+    #endif
+    }
+    """
+    ctypedef struct PyFrameObject
+    PyFrameObject* PyEval_GetFrame()
+    PyFrameObject* PyFrame_GetBack(PyFrameObject*)
+    int lz_frame_at(PyFrameObject*)
+
+from cpython.ref cimport Py_XDECREF
+
+import os as _os
+cdef str _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+cdef dict _INTERNAL_CODE = {}   # id(code) -> (code, whether it is lazyrt's own)
+# a direct-mapped cache in front of it, by code pointer: the dict holds a reference
+# to every code object it has seen, so a cached pointer is never reused
+DEF CODE_SLOTS = 256
+cdef PyObject* _code_slot[CODE_SLOTS]
+cdef bint _code_internal[CODE_SLOTS]
+
+
+cdef bint _is_internal(object code):
+    cdef PyObject* p = <PyObject*>code
+    cdef size_t h = (<size_t>p >> 4) & (CODE_SLOTS - 1)
+    cdef bint internal
+    if _code_slot[h] == p:
+        return _code_internal[h]
+    if len(_INTERNAL_CODE) > 65536:  # generated code without end: start over
+        _INTERNAL_CODE.clear()
+        for i in range(CODE_SLOTS):
+            _code_slot[i] = NULL
+    name = code.co_filename
+    internal = name.startswith(_PACKAGE_DIR) and not name.endswith("demo.py")
+    _INTERNAL_CODE[<Py_ssize_t>p] = (code, internal)
+    _code_slot[h] = p
+    _code_internal[h] = internal
+    return internal
+
+
+cdef void _take_source(Node n):
+    """Remember the innermost caller outside lazyrt (the user's line)."""
+    cdef PyFrameObject* f = PyEval_GetFrame()
+    cdef PyFrameObject* back
+    cdef object code
+    cdef bint owned = False
+    while f != NULL:
+        code = (<object><PyObject*>f).f_code  # (PyFrame_GetCode measured slower)
+        if not _is_internal(code):
+            n.source_code = code
+            n.source_offset = lz_frame_at(f)
+            break
+        back = PyFrame_GetBack(f)  # a new reference
+        if owned:
+            Py_XDECREF(<PyObject*>f)
+        f, owned = back, True
+    if owned and f != NULL:
+        Py_XDECREF(<PyObject*>f)
+
+
+def source_line(object code, int offset):
+    """``"file:line"`` of a node's recorded source (``None`` when unknown)."""
+    if code is None:
+        return None
+    if offset < 0:
+        return f"{code.co_filename}:{-offset}"
+    line = code.co_firstlineno
+    for start, end, ln in code.co_lines():
+        if start <= offset < end and ln is not None:
+            line = ln
+            break
+    return f"{code.co_filename}:{line}"
+
+
 # --- the op table, as C arrays ------------------------------------------------
 
 DEF MAXOPS = 128
@@ -147,6 +230,11 @@ cdef class Node:
         return OP_NAMES[self.op]
 
     @property
+    def source(self):
+        """``"file:line"`` of the user code that recorded this op, or None."""
+        return source_line(self.source_code, self.source_offset)
+
+    @property
     def is_leaf(self):
         return self.op == OP_DATA or self.op == OP_SCALAR or self.op == OP_CONST
 
@@ -180,6 +268,7 @@ cdef Node _new_node(int op, int dtype, tuple shape, uint64_t shape_hash,
     if attrs is not None:
         h = mix(h, stable_hash(attrs))
     n.hash = fmix(h)
+    _take_source(n)
     _ops_recorded += 1
     _pending_since_cut += 1
     return n
