@@ -24,3 +24,9 @@ class BackendError(LazyrtError, RuntimeError):
 class CompileError(BackendError):
     """A generated kernel failed to compile: names the kernel, its source path
     and the compiler's message."""
+
+
+class PerformanceWarning(RuntimeWarning):
+    """lazyrt runs correctly, but slower than it could: the default backend fell
+    back to the ``numpy`` interpreter, or kernels go to a temporary cache that
+    every new process compiles again. The message says what to install or set."""

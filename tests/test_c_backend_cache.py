@@ -14,6 +14,7 @@ test_c_compiler_cache.py; these tests go through the public API.)
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -191,6 +192,21 @@ def test_binary_swapped_for_another_kernel_is_not_loaded(warm_cache):
     a.write_bytes(b.read_bytes())
     (run,) = run_child(cache, [[64, 128, 2.0]])
     assert run["compiles"] == 1 and run["err"] < TOL
+
+
+def test_binary_that_fails_to_load_is_rebuilt_and_the_result_is_correct(warm_cache):
+    """Bytes that match the recorded sha256 but that dlopen rejects ('invalid ELF
+    header'): the entry is evicted and rebuilt once, in this run."""
+    cache, compiled = warm_cache
+    so = sorted(cache.rglob("*.so"))[0]
+    junk = b"not an ELF file, but its checksum is right\n" * 64
+    so.write_bytes(junk)
+    so.with_suffix(".sha256").write_text(hashlib.sha256(junk).hexdigest() + "\n")
+    (rebuilt,) = run_child(cache, [[64, 128, 2.0]])
+    assert rebuilt["compiles"] == 1 and rebuilt["disk_cache_hits"] == compiled - 1, rebuilt
+    assert rebuilt["err"] < TOL
+    (after,) = run_child(cache, [[64, 128, 2.0]])
+    assert after["compiles"] == 0 and after["disk_cache_hits"] == compiled
 
 
 def test_cache_dir_is_created_private(tmp_path):

@@ -1,7 +1,10 @@
 """The C compiler driver and its on-disk binary cache (lazyrt/backends/c_compiler.py)."""
+import hashlib
 import json
 import multiprocessing
 import os
+import pathlib
+import re
 import shutil
 import stat
 import subprocess
@@ -198,3 +201,184 @@ def test_openmp_wait_policy_is_passive_unless_user_chose(monkeypatch):
     assert openmp_env()["OMP_WAIT_POLICY"] == "PASSIVE"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert openmp_env()["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+# --- entries that cannot be used, caches that cannot be written (issue 9, items 7-9) ---
+
+# Like CHILD, for several kernels (SOURCE with a comment per tag), and it reports
+# the warnings raised and the error, if any, instead of dying with a traceback.
+CHILD_REPORT = f"""
+import ctypes, json, sys, warnings
+caught = []
+warnings.simplefilter("always")
+warnings.showwarning = lambda msg, cat, *rest, **kw: caught.append([cat.__name__, str(msg)])
+import lazyrt
+from lazyrt.backends.c_compiler import CCompiler
+lazyrt.metrics.reset()
+values, error = [], None
+try:
+    for tag in sys.argv[1:]:
+        lib = CCompiler().load("k_add_one" + tag, {SOURCE!r} + "// " + tag + "\\n")
+        lib.add_one.restype = ctypes.c_double
+        values.append(lib.add_one(ctypes.c_double(1.5)))
+except lazyrt.LazyrtError as e:
+    error = [type(e).__name__, str(e)]
+snap = lazyrt.metrics.snapshot()
+print(json.dumps({{"values": values, "error": error, "warnings": caught,
+                  "compiles": snap["compiles"], "disk_cache_hits": snap["disk_cache_hits"]}}))
+"""
+
+
+def _drop_root_override():
+    """preexec_fn: permission bits bind this child even when it runs as root.
+
+    Root writes into a 0500 folder through CAP_DAC_OVERRIDE; a child that
+    drops it (and its read/search and owner twins) from its bounding set
+    execs with neither, yet keeps uid 0, so the cache still passes the
+    ownership check."""
+    import ctypes as c
+    libc = c.CDLL(None, use_errno=True)
+    for cap in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            os._exit(97)
+
+
+def run_tags(cache_dir, *tags, read_only=False):
+    """Run CHILD_REPORT on ``cache_dir`` for ``tags``; ``read_only``: as a user
+    whom the folder's permission bits stop (root drops its override)."""
+    env = dict(os.environ, LAZYRT_CACHE_DIR=str(cache_dir))
+    preexec = _drop_root_override if read_only and os.geteuid() == 0 else None
+    out = subprocess.run([sys.executable, "-c", CHILD_REPORT, *tags], env=env,
+                         capture_output=True, text=True, preexec_fn=preexec)
+    if out.returncode == 97 and preexec:
+        pytest.skip("running as root, and this container does not let a child drop "
+                    "CAP_DAC_OVERRIDE, so a read-only folder cannot be simulated")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _plant_unloadable_binary(so):
+    """Garbage in place of ``so``, with its recorded sha256 updated to match:
+    the checksum passes, dlopen fails ('invalid ELF header')."""
+    junk = b"not an ELF file, but its checksum is right\n" * 64
+    so.write_bytes(junk)
+    so.with_suffix(".sha256").write_text(hashlib.sha256(junk).hexdigest() + "\n")
+
+
+def test_binary_that_fails_to_load_is_evicted_and_rebuilt(tmp_path):
+    run_child(tmp_path)
+    (so,) = tmp_path.rglob("*.so")
+    _plant_unloadable_binary(so)
+    assert run_child(tmp_path) == {"value": 2.5, "compiles": 1, "disk_cache_hits": 0}
+    assert run_child(tmp_path) == {"value": 2.5, "compiles": 0, "disk_cache_hits": 1}
+
+
+FAKE_CC_WRITING_JUNK = """#!/bin/sh
+# a "compiler" that says something on stderr and writes a binary no loader takes
+for a in "$@"; do [ "$a" = --version ] && { echo "junk-cc 1.0"; exit 0; }; done
+out=""; prev=""
+for a in "$@"; do [ "$prev" = -o ] && out="$a"; prev="$a"; done
+echo "junk-cc: note: this compiler writes junk" >&2
+i=0; while [ $i -lt 64 ]; do echo "junk, not an ELF file"; i=$((i+1)); done > "$out"
+"""
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cached-entry", "fresh-build"])
+def test_binary_that_still_fails_to_load_after_rebuild_raises_with_compiler_output(
+        tmp_path, cached):
+    fake = tmp_path / "junk-cc"
+    fake.write_text(FAKE_CC_WRITING_JUNK)
+    fake.chmod(0o755)
+    cc = CCompiler(cache_dir=str(tmp_path / "cache"), cc=str(fake))
+    if cached:  # a verified entry that does not load: evicted, rebuilt once, fails again
+        so = cc.library_path("k_junk", SOURCE)
+        os.makedirs(os.path.dirname(so), mode=0o700)
+        _plant_unloadable_binary(pathlib.Path(so))
+    lazyrt.metrics.reset()
+    with pytest.raises(CompileError) as err:
+        cc.load("k_junk", SOURCE)
+    msg = str(err.value)
+    (c_file,) = (tmp_path / "cache").rglob("k_junk-*.c")
+    assert "k_junk" in msg and str(c_file) in msg
+    assert "junk-cc: note: this compiler writes junk" in msg  # the compiler's output
+    assert "invalid ELF header" in msg  # the loader's
+    assert lazyrt.metrics.snapshot()["compiles"] == 1
+    assert not list((tmp_path / "cache").rglob("k_junk*.so"))  # not left to be trusted
+
+
+@pytest.mark.parametrize("suffix", [".so", ".c", ".sha256"])
+def test_cache_entry_that_is_a_directory_is_a_clear_error(tmp_path, suffix):
+    cc = CCompiler(cache_dir=str(tmp_path))
+    entry = cc.library_path("k_add_one", SOURCE)[:-3] + suffix
+    os.makedirs(entry, mode=0o700)
+    with pytest.raises(BackendError) as err:
+        cc.load("k_add_one", SOURCE)
+    msg = str(err.value)
+    assert entry in msg and "is a directory" in msg and "k_add_one" in msg
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]  # no stray temp file
+
+
+def _read_only(*folders):
+    for d in folders:
+        d.chmod(0o500)
+
+
+@pytest.mark.parametrize("populated", [False, True], ids=["empty", "populated"])
+def test_read_only_cache_compiles_new_kernels_into_a_private_temp_cache(tmp_path, populated):
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    if populated:
+        assert run_tags(cache, "a")["compiles"] == 1
+    before = sorted(cache.rglob("*"))
+    folders = [cache, *cache.iterdir()]
+    _read_only(*folders)
+    try:
+        out = run_tags(cache, "a", "b", read_only=True)
+    finally:
+        for d in folders:
+            d.chmod(0o700)
+    assert out["error"] is None and out["values"] == [2.5, 2.5]
+    assert out["compiles"] == (1 if populated else 2)  # what the cache has is still used
+    assert out["disk_cache_hits"] == (1 if populated else 0)
+    (warning,) = out["warnings"]
+    assert warning[0] == "PerformanceWarning"
+    for words in (str(cache), "Permission denied", "temporary", "LAZYRT_CACHE_DIR"):
+        assert words in warning[1]
+    assert sorted(cache.rglob("*")) == before
+
+
+def test_read_only_cache_gives_the_same_message_empty_or_populated(tmp_path):
+    messages = []
+    for populated in (False, True):
+        cache = tmp_path / f"cache-{populated}"
+        cache.mkdir(mode=0o700)
+        if populated:
+            run_tags(cache, "a")
+        folders = [cache, *cache.iterdir()]
+        _read_only(*folders)
+        try:
+            (warning,) = run_tags(cache, "b", read_only=True)["warnings"]
+        finally:
+            for d in folders:
+                d.chmod(0o700)
+        # the private folder's name is random; the rest must read the same
+        messages.append(re.sub(r"/\S*lazyrt-cache-\S*?(?=[\s/])", "<tmp>",
+                               warning[1].replace(str(cache), "<cache>")))
+    assert messages[0] == messages[1]
+
+
+def test_cache_dir_owned_by_another_user_is_refused_with_a_fix_that_works(
+        tmp_path, monkeypatch):
+    cache = tmp_path / "theirs"
+    cache.mkdir(mode=0o700)
+    if os.geteuid() == 0:
+        os.chown(cache, 65534, 65534)  # nobody's
+    else:
+        monkeypatch.setattr(os, "getuid", lambda: os.stat(cache).st_uid + 1)
+    with pytest.raises(BackendError) as err:
+        CCompiler(cache_dir=str(cache)).load("k_add_one", SOURCE)
+    msg = str(err.value)
+    assert str(cache) in msg and "owned by another user" in msg
+    # chmod cannot help someone who does not own the folder: say what can
+    assert "LAZYRT_CACHE_DIR" in msg and "chown" in msg
+    assert "chmod" not in msg

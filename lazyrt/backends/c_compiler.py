@@ -16,10 +16,19 @@ else ``~/.cache/lazyrt``), one folder per lazyrt version::
 ``key`` hashes everything that can change the binary: the source, every header
 in ``lazyrt/kernels``, the compiler (path and ``--version``), the flags, the
 host CPU (``-march=native``) and the lazyrt version.
+
+An entry whose bytes match their checksum but that the loader rejects is
+evicted and rebuilt once. A cache that cannot be created or written (a
+read-only ``$HOME``, a read-only shared cache) still serves the binaries it
+has; new ones go to a private temporary folder (0700, removed at exit), with a
+:class:`~lazyrt.errors.PerformanceWarning`: correct, but compiled again in
+every process.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import errno
 import hashlib
 import os
 import re
@@ -31,6 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from typing import NamedTuple
 
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
@@ -45,6 +55,12 @@ _LOADED: dict[str, ctypes.CDLL] = {}
 _COMPILER_IDENTITY: dict[str, str] = {}
 _OPENMP_WORKS: dict[str, bool] = {}
 _SWEPT: set[str] = set()
+# Cache folders this process cannot write -> the private temporary folder that
+# holds the binaries it compiles instead (one temporary root per process).
+_PRIVATE: dict[str, str] = {}
+_PRIVATE_ROOT: list[str] = []
+# What a write into a folder we may only read fails with.
+_READ_ONLY_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
 
 
 def openmp_env() -> dict:
@@ -76,6 +92,38 @@ def default_cache_dir() -> str:
     return os.path.join(base, "lazyrt")
 
 
+def compiler_command(cc: str | None = None) -> list[str]:
+    """``cc`` (default: ``$CC``, else ``cc``) as an argv whose program is found on
+    ``PATH``, the way the shell would run it: ``CC="gcc -O2"`` gives
+    ``['/usr/bin/gcc', '-O2']``. An empty ``$CC`` counts as unset.
+    Raises :class:`BackendError` saying what is missing and what to install."""
+    env_cc = (os.environ.get("CC") or "").strip()
+    cc = cc or env_cc or "cc"
+    where = (" (from $CC)" if cc == env_cc else
+             " (the default: $CC is not set)" if cc == "cc" and not env_cc else "")
+    try:
+        argv = shlex.split(cc)
+    except ValueError as e:
+        raise BackendError(f"the C backend cannot read the compiler command {cc!r}{where}: "
+                           f"{e}.") from None
+    program = argv[0] if argv else cc
+    exe = shutil.which(program) if argv else None
+    if exe is None:
+        on_path = "" if os.sep in program else " on PATH"
+        raise BackendError(f"the C backend needs a C compiler, but '{program}'{where} was "
+                           f"not found{on_path}: {_INSTALL_HINT}.")
+    return [exe] + argv[1:]
+
+
+def compiler_problem(cc: str | None = None) -> str:
+    """Why :func:`compiler_command` cannot find ``cc`` ('' when it can)."""
+    try:
+        compiler_command(cc)
+    except BackendError as e:
+        return str(e)
+    return ""
+
+
 def _lazyrt_version() -> str:
     import lazyrt
     return getattr(lazyrt, "__version__", "0+unknown")
@@ -92,7 +140,7 @@ class CCompiler:
         root = os.path.abspath(os.path.expanduser(cache_dir or default_cache_dir()))
         self.cache_root = root
         self.cache_dir = os.path.join(root, "v" + _lazyrt_version())
-        self.cc = cc or os.environ.get("CC") or "cc"
+        self.cc = cc or (os.environ.get("CC") or "").strip() or "cc"
         self.include_dir = kernels_dir()
         # -std=c11 (not gnu11) also means -ffp-contract=off: a*b+c is not fused
         # into an FMA behind our back, so generated arithmetic rounds like NumPy's.
@@ -109,17 +157,7 @@ class CCompiler:
         if lib is not None:
             return lib
         with _LOCK:
-            path = self.library_path(name, source)
-            lib = _LOADED.get(path)
-            if lib is None:
-                self._ensure_safe_cache_dir()
-                if self._verified(path):
-                    metrics.disk_cache_hits += 1
-                else:
-                    self._compile(name, source, path)
-                openmp_env()
-                lib = ctypes.CDLL(path)
-                _LOADED[path] = lib
+            lib = self._load(name, source)
             self._by_source[(name, source)] = lib
             return lib
 
@@ -127,6 +165,40 @@ class CCompiler:
         """Where the binary for ``source`` lives (or will live) in the cache."""
         stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "kernel"
         return os.path.join(self.cache_dir, f"{stem}-{self._key(source)[:24]}.so")
+
+    @property
+    def write_dir(self) -> str:
+        """Where new binaries go: ``cache_dir``, or this process's private
+        temporary folder once ``cache_dir`` turned out not writable."""
+        return _PRIVATE.get(self.cache_dir, self.cache_dir)
+
+    def _load(self, name: str, source: str) -> ctypes.CDLL:
+        path = self.library_path(name, source)
+        private = os.path.join(self.write_dir, os.path.basename(path))
+        lib = _LOADED.get(path) or _LOADED.get(private)
+        if lib is not None:
+            return lib
+        self._ensure_safe_cache_dir()
+        if self._verified(path):
+            try:
+                lib = _dlopen(path)
+            except OSError:
+                # The bytes are the ones recorded, yet the loader rejects them (a
+                # library it needs is gone, a cache copied from another system):
+                # trusting the entry would fail every run from now on.
+                _evict(path)
+            else:
+                metrics.disk_cache_hits += 1
+                return lib
+        path, build = self._compile(name, source, path)
+        try:
+            return _dlopen(path)
+        except OSError as e:
+            _evict(path)
+            raise CompileError(
+                f"C kernel '{name}' compiled, but its binary does not load: {e}\n"
+                f"  source: {build.source_path}\n  command: {shlex.join(build.command)}\n"
+                f"  compiler output:\n{build.output.rstrip() or '    (none)'}") from None
 
     # -- key --------------------------------------------------------------
 
@@ -139,13 +211,7 @@ class CCompiler:
         return h.hexdigest()
 
     def _compiler_argv(self) -> list[str]:
-        argv = shlex.split(self.cc)
-        exe = shutil.which(argv[0]) if argv else None
-        if exe is None:
-            where = " (from $CC)" if os.environ.get("CC") == self.cc else ""
-            raise BackendError(f"the C backend needs a C compiler, but '{self.cc}'{where} "
-                               f"was not found: {_INSTALL_HINT}.")
-        return [exe] + argv[1:]
+        return compiler_command(self.cc)
 
     def _compiler_identity(self) -> str:
         """Compiler path + ``--version`` output, probed once per process."""
@@ -164,24 +230,41 @@ class CCompiler:
     # -- disk cache -------------------------------------------------------
 
     def _ensure_safe_cache_dir(self):
-        """Create the cache folders 0700; refuse folders other users could write."""
+        """Create the cache folders 0700; refuse folders other users could write.
+        Folders that cannot be created send new binaries to a private one."""
         for d in (self.cache_root, self.cache_dir):
             if not os.path.isdir(d):
+                if self.cache_dir in _PRIVATE:
+                    return  # known missing: nothing there to load
                 try:
                     os.makedirs(d, mode=0o700, exist_ok=True)
                     os.chmod(d, 0o700)
                 except OSError as e:
-                    raise BackendError(f"cannot create the lazyrt kernel cache {d}: {e}. "
-                                       "Set $LAZYRT_CACHE_DIR to a writable private folder.")
-            st = os.stat(d)
-            if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                why = ("is owned by another user" if st.st_uid != os.getuid() else
-                       f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})")
+                    self._use_private_cache(e)
+                    return
+            _refuse_unsafe_folder(d)
+
+    def _use_private_cache(self, error: OSError) -> str:
+        """Send new binaries to this process's private temporary folder, with one
+        warning per unwritable cache; returns the folder."""
+        if self.cache_dir not in _PRIVATE:
+            why = error.strerror or str(error)
+            try:
+                private = os.path.join(_private_root(), os.path.basename(self.cache_dir))
+                os.makedirs(private, mode=0o700, exist_ok=True)
+            except OSError as e:
                 raise BackendError(
-                    f"lazyrt refuses to load compiled kernels from {d}: it {why}, so someone "
-                    "else could plant code that this process would run. Fix it with "
-                    f"`chmod 700 {d}` (as its owner), or set $LAZYRT_CACHE_DIR to a private "
-                    "folder.")
+                    f"lazyrt cannot write its kernel cache {self.cache_dir} ({why}), nor "
+                    f"create a temporary one ({e}). Set $LAZYRT_CACHE_DIR to a folder you "
+                    "can write.") from None
+            _PRIVATE[self.cache_dir] = private
+            from . import warn_performance
+            warn_performance(
+                f"lazyrt cannot write its kernel cache {self.cache_dir} ({why}): the C "
+                f"kernels this process compiles go to a private temporary cache, {private} "
+                "(removed at exit), and are compiled again by every new process. Set "
+                "$LAZYRT_CACHE_DIR to a folder you can write to keep them.")
+        return _PRIVATE[self.cache_dir]
 
     def _verified(self, so_path: str) -> bool:
         """True when the binary exists, is ours, and matches its recorded sha256."""
@@ -195,11 +278,13 @@ class CCompiler:
         except OSError:
             return False
 
-    def _compile(self, name: str, source: str, so_path: str):
-        """Compile into a temp file in the cache folder, then rename: atomic for readers."""
-        base = so_path[:-3]
-        c_path = base + ".c"
-        _atomic_write(c_path, source.encode())
+    def _compile(self, name: str, source: str, so_path: str) -> tuple[str, _Build]:
+        """Compile into a temp file in the cache folder, then rename: atomic for readers.
+        Returns where the binary went (``so_path``, or its place in the private
+        folder when the cache is read-only) and how it was built."""
+        c_path = self._write_source(name, source, os.path.basename(so_path))
+        base = c_path[:-2]
+        so_path = base + ".so"
         tmp_so = f"{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp.so"
         cmd = self._compiler_argv() + ["-pipe"] + list(self.flags) + ["-o", tmp_so, c_path, "-lm"]
         t0 = time.perf_counter()
@@ -221,15 +306,38 @@ class CCompiler:
             raise CompileError(
                 f"C kernel '{name}' failed to compile.\n  source: {c_path}\n"
                 f"  command: {shlex.join(cmd)}\n  compiler output:\n{proc.stderr.rstrip()}")
-        os.chmod(tmp_so, 0o700)  # whatever the umask: never group/other-writable
-        digest = _file_sha256(tmp_so)
-        os.replace(tmp_so, so_path)
-        # The checksum goes in after the binary: a reader that races us sees a
-        # mismatch, and compiles again, rather than trusting a half-written entry.
-        _atomic_write(base + ".sha256", (digest + "\n").encode())
-        if self.cache_dir not in _SWEPT:  # once per process: the folder can be large
-            _SWEPT.add(self.cache_dir)
-            _remove_stale_temp_files(self.cache_dir)
+        try:
+            os.chmod(tmp_so, 0o700)  # whatever the umask: never group/other-writable
+            digest = _file_sha256(tmp_so)
+            os.replace(tmp_so, so_path)
+            # The checksum goes in after the binary: a reader that races us sees a
+            # mismatch, and compiles again, rather than trusting a half-written entry.
+            _atomic_write(base + ".sha256", (digest + "\n").encode())
+        except OSError as e:
+            _remove(tmp_so)
+            raise BackendError(f"lazyrt could not store C kernel '{name}' in its cache as "
+                               f"{so_path}: {e}") from None
+        folder = os.path.dirname(so_path)
+        if folder not in _SWEPT:  # once per process: the folder can be large
+            _SWEPT.add(folder)
+            _remove_stale_temp_files(folder)
+        return so_path, _Build(c_path, cmd, proc.stderr)
+
+    def _write_source(self, name: str, source: str, so_name: str) -> str:
+        """Write the kernel's source where its binary will go; returns its path.
+        A cache folder we may only read sends it to the private folder."""
+        while True:  # at most twice: the cache folder, then the private one
+            folder = self.write_dir
+            base = os.path.join(folder, so_name[:-3])
+            _refuse_directory_entries(name, base)
+            try:
+                _atomic_write(base + ".c", source.encode())
+                return base + ".c"
+            except OSError as e:
+                if e.errno not in _READ_ONLY_ERRNOS or folder != self.cache_dir:
+                    raise BackendError(f"lazyrt could not write the source of C kernel "
+                                       f"'{name}' to {base}.c: {e}") from None
+                self._use_private_cache(e)
 
     def _openmp_works(self) -> bool:
         """Can this compiler build and link an OpenMP program? Probed once per process."""
@@ -244,6 +352,64 @@ class CCompiler:
                     ok = subprocess.run(cmd, capture_output=True).returncode == 0
                 _OPENMP_WORKS[self.cc] = ok
             return _OPENMP_WORKS[self.cc]
+
+
+class _Build(NamedTuple):
+    """How a binary was built, for the error when it does not load."""
+    source_path: str
+    command: list[str]
+    output: str  # the compiler's stderr: its warnings, on a build that succeeded
+
+
+def _dlopen(path: str) -> ctypes.CDLL:
+    openmp_env()
+    lib = ctypes.CDLL(path)
+    _LOADED[path] = lib
+    return lib
+
+
+def _evict(so_path: str):
+    """Drop a cache entry's binary and checksum (a read-only cache keeps them)."""
+    _remove(so_path)
+    _remove(so_path[:-3] + ".sha256")
+
+
+def _refuse_unsafe_folder(d: str):
+    """Raise unless ``d`` is ours and only we can write it: binaries in it are run."""
+    st = os.stat(d)
+    if st.st_uid != os.getuid():
+        raise BackendError(
+            f"lazyrt refuses to load compiled kernels from {d}: it is owned by another user "
+            f"(uid {st.st_uid}), who could plant code that this process would run. Set "
+            "$LAZYRT_CACHE_DIR to a folder of your own (it is created if missing), or, if "
+            f"this folder should be yours, take it back with `sudo chown -R {os.getuid()} "
+            f"{shlex.quote(d)}`.")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise BackendError(
+            f"lazyrt refuses to load compiled kernels from {d}: it is writable by group or "
+            f"others (mode {stat.S_IMODE(st.st_mode):o}), so someone else could plant code "
+            f"that this process would run. Fix it with `chmod 700 {shlex.quote(d)}`, or set "
+            "$LAZYRT_CACHE_DIR to a folder of your own.")
+
+
+def _refuse_directory_entries(name: str, base: str):
+    """A folder where a cache file belongs: say so before compiling into it (the
+    rename would fail after the compile, leaving its temporary file behind)."""
+    for path in (base + ".c", base + ".so", base + ".sha256"):
+        if os.path.isdir(path):
+            raise BackendError(
+                f"lazyrt cannot store C kernel '{name}' in its cache: {path} is a directory, "
+                f"where the kernel's file belongs. Remove it (`rm -r {shlex.quote(path)}`), "
+                "or set $LAZYRT_CACHE_DIR to another folder.")
+
+
+def _private_root() -> str:
+    """This process's private temporary cache root (0700), removed at exit."""
+    if not _PRIVATE_ROOT:
+        root = tempfile.mkdtemp(prefix="lazyrt-cache-")
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _PRIVATE_ROOT.append(root)
+    return _PRIVATE_ROOT[0]
 
 
 def _headers_digest(include_dir: str) -> str:
