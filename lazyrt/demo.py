@@ -16,7 +16,12 @@ def run_demo(backend_name=None) -> int:
     lr.set_backend(name)
     lr.metrics.reset()
     out.print(f"[bold]lazyrt {lr.__version__}[/bold] — backend [cyan]{name}[/cyan] "
-              f"(available: {', '.join(lr.available_backends())})\n")
+              f"(available: {', '.join(lr.available_backends())})")
+    why = lr.backends.fallback_reason(name)
+    if why:  # the default fell back to the slow interpreter: say why, and what to do
+        out.print(f"the slow fallback, because {why}", style="yellow", markup=False,
+                  highlight=False, soft_wrap=True)
+    out.print()
 
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((256, 512)).astype(np.float32)

@@ -56,6 +56,9 @@ class Metrics:
         rows = [(k, _fmt(v)) for k, v in snap.items() if not isinstance(v, dict)]
         width = max(len(k) for k, _ in rows)
         lines = ["lazyrt metrics", "-" * (width + 14)]
+        from . import backends, runtime  # here: both import this module
+        lines.append(f"{'backend':<{width}}  "
+                     f"{backends.describe(runtime.current_backend_name())}")
         lines += [f"{k:<{width}}  {v:>12}" for k, v in rows]
         for title, table in (("fallbacks", snap["fallbacks"]),
                              ("materialized at", snap["materialized_at"])):

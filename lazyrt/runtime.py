@@ -74,17 +74,13 @@ _default_backend = None
 
 def default_backend_name() -> str:
     """``$LAZYRT_BACKEND``, else ``triton`` where a GPU is usable, else ``c`` where
-    a C compiler exists, else ``numpy``.
+    a C compiler exists, else ``numpy`` (with a warning: see
+    :func:`lazyrt.backends.default_backend`).
     Decided once per process: probing for a compiler on every barrier costs
     more than a small graph's whole run."""
     global _default_backend
     if _default_backend is None:
-        env = os.environ.get("LAZYRT_BACKEND")
-        if env:
-            B.get(env)
-            _default_backend = env
-        else:
-            _default_backend = B.preferred_backend()
+        _default_backend = B.default_backend()
     return _default_backend
 
 
