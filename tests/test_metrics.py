@@ -4,8 +4,10 @@ where materializations came from (the user's file and line).
 from __future__ import annotations
 
 import inspect
+import os
 
 import numpy as np
+import pytest
 
 import lazyrt as lr
 
@@ -117,3 +119,17 @@ def test_materialized_at_names_the_demo_not_the_console_script(fresh_metrics, ca
     assert main(["demo", "--backend", "numpy"]) == 0
     lines = lr.metrics.snapshot()["materialized_at"]
     assert lines and all("demo.py:" in where for where in lines), lines
+
+
+@pytest.mark.skipif("c" not in lr.available_backends(), reason="needs the c backend")
+def test_demo_says_a_disk_cache_hit_is_not_a_compile(tmp_path):
+    import subprocess
+    import sys
+    env = {**os.environ, "LAZYRT_CACHE_DIR": str(tmp_path), "COLUMNS": "200"}
+    runs = [subprocess.run([sys.executable, "-m", "lazyrt.cli", "demo", "--backend", "c"],
+                           env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    first, second = ([line for line in r.stdout.splitlines() if "first run" in line][0]
+                     for r in runs)
+    assert "compiled" in first and "disk cache" not in first
+    assert "loaded from the disk cache" in second and "compiled" not in second
