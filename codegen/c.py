@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
 
-from .c_ops import (_BINARY, _COMPUTE_T, _STORE_T, _UNARY, COSTLY_OPS, PARALLEL_THRESHOLD,
-                    EmitError, _fmt_const, _pow)
-from .c_reduce import ReductionEmitter
+from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const
+from .c_reduce import ReductionEmitter, is_costly
 
 
 _PRELUDE = """\
@@ -66,7 +65,8 @@ def _symbol(spec: KernelSpec) -> str:
                   [(i.dtype, i.index.offset != 0, tuple(st if st in (0, 1) else 2
                                                         for st in i.index.strides))
                    for i in spec.inputs + spec.outputs],
-                  spec.scalars, [(b.op, b.dtype, b.args, repr(b.attr)) for b in spec.body]))
+                  spec.scalars, [(str(b.op), b.dtype, b.args, repr(b.attr), b.acc)
+                                 for b in spec.body]))
     return f"{label[:60]}_{hashlib.sha1(shape.encode()).hexdigest()[:10]}"
 
 
@@ -135,19 +135,15 @@ class _Emitter(ReductionEmitter):
         codes = [self.s.body[a].dtype for a in st.args]
         if st.op == "reduce":  # over no axes (size-1 axes were coalesced away)
             return self.reduce_identity(st, args[0], codes[0])
-        if st.op == "cast":
-            e = f"({args[0]} != 0)" if st.dtype == D.BOOL else f"({t}){args[0]}"
-        elif st.op == "where":
-            e = f"({args[0]} ? {args[1]} : {args[2]})"
-        elif st.op == "pow":
-            b = self.s.body[st.args[1]]
-            e = _pow(args[0], args[1], t, codes[0], b.attr if b.op == "const" else None)
-        elif st.op in _BINARY:
-            e = _BINARY[st.op](args[0], args[1], t, codes[0])
-        elif st.op in _UNARY:
-            e = _UNARY[st.op](args[0], t, codes[0])
-        else:
-            raise EmitError(f"the C emitter has no rule for op {st.op!r}")
+        lower = st.op.lower.get("c")  # the op table's C lowering of this op
+        if lower is None:
+            raise EmitError(f"the C emitter has no lowering for op {st.op.name!r} "
+                            f"in kernel {self.s.name}")
+        try:
+            e = lower(codes[0], t, *args)
+        except EmitError as exc:
+            raise EmitError(f"the C emitter cannot lower {st.op.name} {exc} "
+                            f"in kernel {self.s.name}") from None
         if st.dtype == D.FLOAT16:
             e = f"lz_h({e})"
         return e
@@ -248,7 +244,7 @@ class _Emitter(ReductionEmitter):
         ``cheap_store``: the loop that stores is). Streaming stalls a
         compute-bound loop (non-temporal bursts wait for memory: GELU 2^24,
         1 thread, 54 -> 58 ms), so kernels with a costly op store directly."""
-        if not cheap_store and any(st.op in COSTLY_OPS for st in self.s.body):
+        if not cheap_store and any(is_costly(st) for st in self.s.body):
             return False
         return bool(outs) and all(o.index.strides[axis] == 1 for o in outs)
 

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 from lazyrt import dtypes as D
 
-from .c_ops import (_COMPUTE_T, _OMP_REDUCTION, _REDUCE_INIT, COSTLY_OPS,
-                    PARALLEL_THRESHOLD, EmitError, _is_float)
+from lazyrt import ops
+
+from .c_lower import (_COMPUTE_T, _OMP_REDUCTION, _REDUCE_INIT, PARALLEL_THRESHOLD, EmitError,
+                      _is_float)
+
+
+def is_costly(st, divides=False) -> bool:
+    """Whether statement ``st`` is an op of the op table's costly class (tens of
+    cycles per element); with ``divides``, divisions count too."""
+    cost = getattr(st.op, "cost", None)  # load/scalar/const/reduce have none
+    return cost == ops.COSTLY or (divides and cost == ops.DIVIDES)
 
 #: read streams per thread of a full reduction: Zen 1 needs several concurrent
 #: streams per core to reach its bandwidth (sum(x*x), 2^24 float32, 2 threads:
@@ -69,7 +78,7 @@ class ReductionEmitter:
         for st in self.s.body:
             if st.op == "reduce":
                 continue
-            out[st.id] = st.op in COSTLY_OPS or any(out[a] for a in st.args)
+            out[st.id] = is_costly(st) or any(out[a] for a in st.args)
         return out
 
     def reduction_body(self):
@@ -89,7 +98,7 @@ class ReductionEmitter:
                  if self.elem[x] and x not in self.cached]
         stream = (len(self.red) == 1 and bool(self.outer)
                   and self.streamable([o for _, o in elem_outs], r, cheap_store=not any(
-                      s.body[x].op in COSTLY_OPS | {"truediv"} for x in store)))
+                      is_costly(s.body[x], divides=True) for x in store)))
         depth = 1
         if stream:
             self.declare_stream(depth, elem_outs, "total")
@@ -288,7 +297,7 @@ class ReductionEmitter:
         a row, when it is compute-bound (an exp), so the next row's first pass
         finds its row in cache. One outer axis, rows contiguous."""
         if not last or len(self.outer) != 1 or not any(
-                self.elem[x] and self.s.body[x].op in COSTLY_OPS for x in sids):
+                self.elem[x] and is_costly(self.s.body[x]) for x in sids):
             return []
         o, r = self.outer[0], self.red[0]
         return [k for k, i in enumerate(self.s.inputs)
@@ -327,13 +336,17 @@ class ReductionEmitter:
 
     def accumulator(self, st) -> tuple:
         """(C type, identity, OpenMP reduction operator) of a reduction's
-        accumulator: float sums and products in double, integer ones in uint64_t
-        (wrapping like NumPy's int64), max/min in the argument's type."""
+        accumulator, of the op table's dtype ``st.acc``: float sums and products
+        in double, integer ones in int64 held as uint64_t (wrapping like NumPy),
+        max/min in the argument's type."""
         arg_code = self.s.body[st.args[0]].dtype
         is_f = _is_float(arg_code)
         kind = st.attr
         if kind in ("sum", "prod"):
-            acc_t = "double" if is_f else "uint64_t"
+            if st.acc not in (D.FLOAT64, D.INT64):
+                raise EmitError(f"the C emitter accumulates {kind} in float64 or int64, "
+                                f"not {D.NAMES[st.acc]} (kernel {self.s.name})")
+            acc_t = "double" if st.acc == D.FLOAT64 else "uint64_t"
         elif kind in ("max", "min"):
             acc_t = _COMPUTE_T[arg_code]
         elif kind in ("any", "all"):

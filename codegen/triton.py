@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
 
-from .triton_ops import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
-                         load_expr, store_value)
+from .triton_lower import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
+                           load_expr, store_value)
 
 #: longest row a reduction keeps in registers (one program, one block)
 PERSISTENT_MAX = 16384
@@ -498,12 +498,7 @@ class _Emitter:
         code, t = self.arg_info(st)
         kind, acc = st.attr, f"acc{st.id}"
         if kind in ("sum", "prod"):
-            if D.FLOAT64 in (code, st.dtype):
-                at = "tl.float64"
-            elif _is_float(code) or _is_float(st.dtype):
-                at = "tl.float32"   # float16 sums accumulate in float32
-            else:
-                at = "tl.int64" if st.dtype == D.BOOL else _COMPUTE_T[st.dtype]
+            at = _COMPUTE_T[st.acc]  # the op table's accumulator (float64 for floats)
             self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'sum' else 1}, {at})")
         elif kind in ("max", "min"):
             self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(kind, code)}, {t})")

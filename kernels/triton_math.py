@@ -184,7 +184,29 @@ def mul_combine(a, b):
     return a * b
 
 
+@triton.jit
+def hypot_generic(a, b):
+    """sqrt(a*a + b*b) without overflow: float32 and float16 through float64
+    (exact squares, one rounding), float64 scaled by the larger magnitude."""
+    if a.dtype == tl.float64:
+        x = tl.abs(a)
+        y = tl.abs(b)
+        big = tl.maximum(x, y)
+        r = tl.minimum(x, y) / tl.where(big == 0, 1.0, big)
+        h = big * tl.sqrt(1.0 + r * r)
+    else:
+        x = a.to(tl.float64)
+        y = b.to(tl.float64)
+        h = tl.sqrt(x * x + y * y).to(a.dtype)
+    inf = (tl.abs(a) == float("inf")) | (tl.abs(b) == float("inf"))
+    return tl.where(inf, float("inf"), h)
+
+
 if INTERPRETED:
+    @triton.jit
+    def hypot(a, b):
+        return hypot_generic(a, b)
+
     @triton.jit
     def tanh(x):
         return tanh_generic(x)
@@ -222,6 +244,10 @@ if INTERPRETED:
         return tl.sqrt(x)
 else:  # pragma: no cover - needs a GPU
     from triton.language.extra import libdevice
+
+    @triton.jit
+    def hypot(a, b):
+        return libdevice.hypot(a, b)
 
     @triton.jit
     def tanh(x):

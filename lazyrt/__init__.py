@@ -18,7 +18,7 @@ from .creation import (arange, asarray, empty, empty_like, eye, full, full_like,
                        ones, ones_like, tensor, zeros, zeros_like)
 from .pointwise import (abs, add, astype, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
                         ceil, clip, cos, divide, equal, erf, exp, expm1, floor, floor_divide,
-                        greater, greater_equal, invert, isfinite, isinf, isnan, less,
+                        greater, greater_equal, hypot, invert, isfinite, isinf, isnan, less,
                         less_equal, log, log1p, logical_and, logical_not, logical_or, maximum,
                         minimum, multiply, negative, not_equal, power, reciprocal, remainder,
                         round, rsqrt, sigmoid, sign, sin, sqrt, square, subtract, tanh, where)

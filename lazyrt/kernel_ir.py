@@ -10,8 +10,11 @@ list of SSA statements:
   ``const``   a literal (``attr`` is the value)
   ``reduce``  ``attr`` names the reduction (sum, max, ...); its argument is
               evaluated over the reduce axes and its result is one value per
-              outer point, usable by later statements
-  anything else: a pointwise op from the op table (``cast``'s attr is the dtype)
+              outer point, usable by later statements; ``acc`` is the dtype
+              every backend accumulates in (the op table's policy)
+  anything else: ``op`` is a pointwise op's entry in the op table
+              (:class:`lazyrt.ops.OpDef`, with its lowering per target;
+              ``cast``'s attr is the dtype)
 
 ``outputs`` store SSA values through index maps. An output whose value is
 row-level (depends only on outer axes: a reduction result) is stored once
@@ -58,15 +61,17 @@ class KernelOutput:
 @dataclass(frozen=True)
 class Stmt:
     id: int
-    op: str
+    op: object                # "load" "scalar" "const" "reduce", or a pointwise OpDef
     dtype: int
     args: tuple = ()
     attr: object = None
+    acc: int | None = None    # reduce: the accumulator dtype
 
     def __str__(self):
         args = ", ".join(f"v{a}" for a in self.args)
         attr = "" if self.attr is None else (f"[{self.attr}]" if not args else f", {self.attr!r}")
-        return f"v{self.id}: {D.NAMES[self.dtype]} = {self.op}({args}{attr})"
+        acc = "" if self.acc is None else f" acc {D.NAMES[self.acc]}"
+        return f"v{self.id}: {D.NAMES[self.dtype]} = {self.op}({args}{attr}){acc}"
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,22 @@ from typing import Callable
 import numpy as np
 
 from . import dtypes as D
+from .codegen import c_lower as C
+from .codegen import triton_lower as T
 
 LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE = (
     "leaf", "pointwise", "reduction", "view", "matmul", "opaque")
 
+#: cost classes of pointwise ops: what a kernel's loop structure depends on
+#: (a costly op makes a kernel compute-bound: its stores are not streamed, and
+#: a row pass keeps its values in a buffer instead of recomputing them)
+CHEAP, DIVIDES, COSTLY = "cheap", "divides", "costly"
 
-@dataclass(frozen=True)
+#: the code-generation targets every pointwise op lowers to (or is refused by, by name)
+TARGETS = ("c", "triton")
+
+
+@dataclass(frozen=True, eq=False)  # one object per op: compared and hashed by identity
 class OpDef:
     name: str
     id: int
@@ -44,20 +54,37 @@ class OpDef:
     unary_table: list = field(default=None, repr=False, compare=False)
     binary_table: tuple = field(default=None, repr=False, compare=False)
     doc: str = ""
+    cost: str = CHEAP
+    #: target -> lowering(code, compute_type, *operand_exprs) -> expression
+    lower: dict = field(default_factory=dict, repr=False, compare=False)
+    #: reductions: the combining kind ("sum", "max"...), the identity of each
+    #: argument dtype, and the dtype every backend accumulates that argument in
+    combine: str | None = None
+    identity: Callable | None = field(default=None, repr=False, compare=False)
+    accumulator: Callable | None = field(default=None, repr=False, compare=False)
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"ops.{self.name.upper()}"
 
 
 OPS: list[OpDef] = []
 BY_NAME: dict[str, OpDef] = {}
 
 
-def _def(name, kind, arity, ref, like=None, doc=""):
+def _def(name, kind, arity, ref, like=None, doc="", cost=CHEAP, c=None, triton=None,
+         **facts):
     unary = binary = None
     if kind == POINTWISE and like is not None:
         if arity == 1:
             unary = D.unary_table(like)
         elif arity == 2:
             binary = D.binary_table(like)
-    op = OpDef(name, len(OPS), kind, arity, ref, like, unary, binary, doc)
+    lower = {k: v for k, v in (("c", c), ("triton", triton)) if v is not None}
+    op = OpDef(name, len(OPS), kind, arity, ref, like, unary, binary, doc, cost, lower,
+               **facts)
     OPS.append(op)
     BY_NAME[name] = op
     return op
@@ -80,35 +107,46 @@ CONST = _def("const", LEAF, 0, None,
              doc="a baked constant (the 2 in x ** 2, 1/n in mean): its value is in the key")
 
 # --- pointwise: binary (inputs share the computation dtype) ---------------
-def _b(name, ufunc, doc=""):
-    return _def(name, POINTWISE, 2, _quiet(lambda a, b, attrs: ufunc(a, b)), ufunc, doc)
+def _b(name, ufunc, c, triton, doc="", cost=CHEAP):
+    return _def(name, POINTWISE, 2, _quiet(lambda a, b, attrs: ufunc(a, b)), ufunc, doc,
+                cost, c, triton)
 
 
-ADD = _b("add", np.add)
-SUB = _b("sub", np.subtract)
-MUL = _b("mul", np.multiply)
-TRUEDIV = _b("truediv", np.true_divide)
-FLOORDIV = _b("floordiv", np.floor_divide,
-              "integer division by zero gives 0, as NumPy does (without its warning)")
-MOD = _b("mod", np.remainder, "sign of the divisor, as NumPy; x % 0 gives 0 for ints")
-POW = _b("pow", np.power)
-MAXIMUM = _b("maximum", np.maximum, "NaN propagates, as np.maximum")
-MINIMUM = _b("minimum", np.minimum, "NaN propagates, as np.minimum")
-EQ = _b("eq", np.equal)
-NE = _b("ne", np.not_equal)
-LT = _b("lt", np.less)
-LE = _b("le", np.less_equal)
-GT = _b("gt", np.greater)
-GE = _b("ge", np.greater_equal)
-BITAND = _b("bitwise_and", np.bitwise_and)
-BITOR = _b("bitwise_or", np.bitwise_or)
-BITXOR = _b("bitwise_xor", np.bitwise_xor)
-LOGICAL_AND = _b("logical_and", np.logical_and)
-LOGICAL_OR = _b("logical_or", np.logical_or)
+ADD = _b("add", np.add, C.wrap_int("+"), T.arith("+"))
+SUB = _b("sub", np.subtract, C.wrap_int("-"), T.arith("-"))
+MUL = _b("mul", np.multiply, C.wrap_int("*"), T.arith("*"))
+TRUEDIV = _b("truediv", np.true_divide, C.infix("/"), T.infix("/"), cost=DIVIDES)
+FLOORDIV = _b("floordiv", np.floor_divide, C.divmod_("floordiv"), T.divmod_("floordiv"),
+              "integer division by zero gives 0, as NumPy does (without its warning)",
+              cost=DIVIDES)
+MOD = _b("mod", np.remainder, C.divmod_("mod"), T.divmod_("mod"),
+         "sign of the divisor, as NumPy; x % 0 gives 0 for ints", cost=DIVIDES)
+POW = _b("pow", np.power, C.power, T.power,
+         "x ** 2, 3, 0.5, 1 and -1 are rewritten before lowering (passes.specialize_pow)",
+         cost=COSTLY)
+MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"),
+             "NaN propagates, as np.maximum")
+MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"),
+             "NaN propagates, as np.minimum")
+EQ = _b("eq", np.equal, C.infix("=="), T.infix("=="))
+NE = _b("ne", np.not_equal, C.infix("!="), T.infix("!="))
+LT = _b("lt", np.less, C.infix("<"), T.infix("<"))
+LE = _b("le", np.less_equal, C.infix("<="), T.infix("<="))
+GT = _b("gt", np.greater, C.infix(">"), T.infix(">"))
+GE = _b("ge", np.greater_equal, C.infix(">="), T.infix(">="))
+BITAND = _b("bitwise_and", np.bitwise_and, C.bitwise("&"), T.infix("&"))
+BITOR = _b("bitwise_or", np.bitwise_or, C.bitwise("|"), T.infix("|"))
+BITXOR = _b("bitwise_xor", np.bitwise_xor, C.bitwise("^"), T.infix("^"))
+LOGICAL_AND = _b("logical_and", np.logical_and, C.logical("&"), T.logical("&"))
+LOGICAL_OR = _b("logical_or", np.logical_or, C.logical("|"), T.logical("|"))
+HYPOT = _b("hypot", np.hypot, C.libm2("hypot"), T.float_only("lzm.hypot"),
+           "sqrt(a*a + b*b) without overflow; inf if either is inf, even beside NaN",
+           cost=COSTLY)
 
 # --- pointwise: unary -----------------------------------------------------
-def _u(name, ufunc, like=None, doc=""):
-    return _def(name, POINTWISE, 1, _quiet(lambda a, attrs: ufunc(a)), like or ufunc, doc)
+def _u(name, ufunc, c, triton, like=None, doc="", cost=CHEAP):
+    return _def(name, POINTWISE, 1, _quiet(lambda a, attrs: ufunc(a)), like or ufunc, doc,
+                cost, c, triton)
 
 
 def _erf(a):
@@ -130,51 +168,87 @@ def _sigmoid(a):
     return (1.0 / (1.0 + np.exp(-wide))).astype(a.dtype)
 
 
-NEG = _u("neg", np.negative)
-ABS = _u("abs", np.absolute)
-EXP = _u("exp", np.exp)
-LOG = _u("log", np.log)
-LOG1P = _u("log1p", np.log1p)
-EXPM1 = _u("expm1", np.expm1)
-SQRT = _u("sqrt", np.sqrt)
-RSQRT = _u("rsqrt", _rsqrt, like=np.sqrt)
-SIN = _u("sin", np.sin)
-COS = _u("cos", np.cos)
-TANH = _u("tanh", np.tanh)
-SIGMOID = _u("sigmoid", _sigmoid, like=np.exp)
-ERF = _u("erf", _erf, like=np.exp)
-FLOOR = _u("floor", np.floor)
-CEIL = _u("ceil", np.ceil)
-ROUND = _u("round", np.round, like=np.floor, doc="half to even; ints unchanged, as np.round")
+NEG = _u("neg", np.negative, C.negate, T.negate)
+ABS = _u("abs", np.absolute, C.absolute, T.absolute)
+EXP = _u("exp", np.exp, C.float_only("lz_expf", "lz_exp"), T.float_only("tl.exp"), cost=COSTLY)
+LOG = _u("log", np.log, C.float_only("lz_logf", "lz_log"), T.float_only("tl.log"), cost=COSTLY)
+LOG1P = _u("log1p", np.log1p, C.float_only("lz_log1pf", "lz_log1p"), T.float_only("lzm.log1p"),
+           cost=COSTLY)
+EXPM1 = _u("expm1", np.expm1, C.float_only("lz_expm1f", "lz_expm1"), T.float_only("lzm.expm1"),
+           cost=COSTLY)
+SQRT = _u("sqrt", np.sqrt, C.float_only("sqrtf", "sqrt"), T.float_only("lzm.sqrt"))
+RSQRT = _u("rsqrt", _rsqrt, C.rsqrt, T.rsqrt, like=np.sqrt)
+SIN = _u("sin", np.sin, C.float_only("lz_sinf", "lz_sin"), T.float_only("lzm.sin"), cost=COSTLY)
+COS = _u("cos", np.cos, C.float_only("lz_cosf", "lz_cos"), T.float_only("lzm.cos"), cost=COSTLY)
+TANH = _u("tanh", np.tanh, C.float_only("lz_tanhf", "lz_tanh"), T.float_only("lzm.tanh"),
+          cost=COSTLY)
+SIGMOID = _u("sigmoid", _sigmoid, C.float_only("lz_sigmoidf", "lz_sigmoid"),
+             T.float_only("lzm.sigmoid"), like=np.exp, cost=COSTLY)
+ERF = _u("erf", _erf, C.float_only("lz_erff", "lz_erf"), T.float_only("tl.math.erf"),
+         like=np.exp, cost=COSTLY)
+FLOOR = _u("floor", np.floor, C.int_identity("floorf", "floor"), T.int_identity("tl.floor"))
+CEIL = _u("ceil", np.ceil, C.int_identity("ceilf", "ceil"), T.int_identity("tl.ceil"))
+ROUND = _u("round", np.round, C.int_identity("lz_roundf", "lz_round"), T.round_even,
+           like=np.floor, doc="half to even; ints unchanged, as np.round")
 ROUND.unary_table[D.BOOL] = (D.FLOAT16, D.FLOAT16)  # np.round(bool) is float16
-SIGN = _u("sign", np.sign)
-RECIPROCAL = _u("reciprocal", lambda a: np.ones((), a.dtype) / a, like=np.reciprocal)
-SQUARE = _u("square", np.square)
-ISNAN = _u("isnan", np.isnan)
-ISINF = _u("isinf", np.isinf)
-ISFINITE = _u("isfinite", np.isfinite)
-LOGICAL_NOT = _u("logical_not", np.logical_not)
-INVERT = _u("invert", np.invert)
+SIGN = _u("sign", np.sign, C.sign, T.sign)
+RECIPROCAL = _u("reciprocal", lambda a: np.ones((), a.dtype) / a, C.reciprocal, T.reciprocal,
+                like=np.reciprocal, cost=DIVIDES)
+SQUARE = _u("square", np.square, C.square, T.square)
+ISNAN = _u("isnan", np.isnan, C.isnan, T.isnan)
+ISINF = _u("isinf", np.isinf, C.isinf, T.isinf)
+ISFINITE = _u("isfinite", np.isfinite, C.isfinite, T.isfinite)
+LOGICAL_NOT = _u("logical_not", np.logical_not, C.logical_not, T.logical_not)
+INVERT = _u("invert", np.invert, C.invert, T.invert)
 CAST = _def("cast", POINTWISE, 1,
             lambda a, attrs: a.astype(D.DTYPES[attrs[0]]) if a.dtype != D.DTYPES[attrs[0]]
             else a,
-            doc="astype: attrs = (dtype code,); C casting rules, as ndarray.astype")
+            doc="astype: attrs = (dtype code,); C casting rules, as ndarray.astype",
+            c=C.cast, triton=T.cast)
 WHERE = _def("where", POINTWISE, 3, lambda c, a, b, attrs: np.where(c, a, b),
-             doc="where(cond, a, b): cond is bool, a and b share the result dtype")
+             doc="where(cond, a, b): cond is bool, a and b share the result dtype",
+             c=C.select, triton=T.select)
 
 
 # --- reductions: attrs = (axes, keepdims) ---------------------------------
-def _r(name, fn, doc=""):
+def _r(name, fn, identity, accumulator, doc=""):
     return _def(name, REDUCTION, 1,
-                _quiet(lambda a, attrs: fn(a, axis=attrs[0], keepdims=attrs[1])), doc=doc)
+                _quiet(lambda a, attrs: fn(a, axis=attrs[0], keepdims=attrs[1])), doc=doc,
+                combine=name, identity=identity, accumulator=accumulator)
 
 
-def _sum(a, axis, keepdims):
-    return np.sum(a, axis=axis, keepdims=keepdims, dtype=D.DTYPES[D.accumulator(D.CODE[a.dtype])])
+def _lowest(code):
+    return -math.inf if code in D.FLOATING else (
+        False if code == D.BOOL else int(np.iinfo(D.DTYPES[code]).min))
 
 
-def _prod(a, axis, keepdims):
-    return np.prod(a, axis=axis, keepdims=keepdims, dtype=D.DTYPES[D.accumulator(D.CODE[a.dtype])])
+def _highest(code):
+    return math.inf if code in D.FLOATING else (
+        True if code == D.BOOL else int(np.iinfo(D.DTYPES[code]).max))
+
+
+def _wide_accumulator(code):
+    """Sums and products: floats in float64 on every backend (2^24 float32 values
+    sum within 1e-6 of the exact value), ints and bool in int64 (wrapping, as NumPy)."""
+    return D.FLOAT64 if code in D.FLOATING else D.INT64
+
+
+def _own_dtype(code):
+    """max/min/argmax/argmin: exact in the argument's own dtype."""
+    return code
+
+
+def _accumulated(fn):
+    """The reference sum/prod: accumulated in the op table's accumulator dtype
+    (as every backend does), then given the result dtype."""
+    def run(a, axis, keepdims):
+        code = D.CODE[a.dtype]
+        out = fn(a, axis=axis, keepdims=keepdims, dtype=D.DTYPES[_wide_accumulator(code)])
+        return np.asarray(out).astype(D.DTYPES[D.accumulator(code)], copy=False)
+    return run
+
+
+_sum, _prod = _accumulated(np.sum), _accumulated(np.prod)
 
 
 def _arg(fn):
@@ -188,14 +262,16 @@ def _arg(fn):
     return run
 
 
-SUM = _r("sum", _sum, "ints and bool sum in int64 (NumPy would give uint64 for uint8)")
-PROD = _r("prod", _prod)
-MAX = _r("max", np.max, "NaN propagates")
-MIN = _r("min", np.min, "NaN propagates")
-ARGMAX = _r("argmax", _arg(np.argmax), "first index of the maximum; NaN wins, as NumPy")
-ARGMIN = _r("argmin", _arg(np.argmin))
-ANY = _r("any", np.any)
-ALL = _r("all", np.all)
+SUM = _r("sum", _sum, lambda code: 0, _wide_accumulator,
+         "ints and bool sum in int64 (NumPy would give uint64 for uint8)")
+PROD = _r("prod", _prod, lambda code: 1, _wide_accumulator)
+MAX = _r("max", np.max, _lowest, _own_dtype, "NaN propagates")
+MIN = _r("min", np.min, _highest, _own_dtype, "NaN propagates")
+ARGMAX = _r("argmax", _arg(np.argmax), _lowest, _own_dtype,
+            "first index of the maximum; NaN wins, as NumPy")
+ARGMIN = _r("argmin", _arg(np.argmin), _highest, _own_dtype)
+ANY = _r("any", np.any, lambda code: False, lambda code: D.BOOL)
+ALL = _r("all", np.all, lambda code: True, lambda code: D.BOOL)
 
 # --- views: only indexing changes -----------------------------------------
 RESHAPE = _def("reshape", VIEW, 1, lambda a, attrs: a.reshape(attrs[0]),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from . import ops
 from . import strided as S
+from . import passes
 from .kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt, coalesce
 from .schedule import (Buffer, BufferView, KernelStep, MatmulStep, OpaqueStep,  # noqa: F401
                        _fuse_epilogues, _merge_siblings, _order_steps)
@@ -290,8 +291,8 @@ class _KernelBuilder:
             elif n.op.kind in (ops.POINTWISE, ops.VIEW):
                 stack.extend(n.inputs)
 
-    def stmt(self, op, dtype, args=(), attr=None):
-        s = Stmt(len(self.body), op, dtype, tuple(args), attr)
+    def stmt(self, op, dtype, args=(), attr=None, acc=None):
+        s = Stmt(len(self.body), op, dtype, tuple(args), attr, acc)
         self.body.append(s)
         return s.id
 
@@ -318,7 +319,7 @@ class _KernelBuilder:
                           tuple(self.scalars), tuple(self.body), tuple(self.outputs),
                           f"fuses {', '.join(self.fused_ops) or 'a copy'}",
                           tuple(self.scalar_params))
-        return spec
+        return passes.run(spec)
 
     # -- values --
     def value(self, i, chain) -> int:
@@ -354,7 +355,7 @@ class _KernelBuilder:
                 args.append(self.value(j, sub))
             self.fused_ops.append(n.op.name)
             attr = n.attrs[0] if n.op is ops.CAST else None
-            v = self.stmt(n.op.name, n.dtype, args, attr)
+            v = self.stmt(n.op, n.dtype, args, attr)
         elif n.op.kind == ops.REDUCTION:
             v = self.reduction(i, chain)
         else:
@@ -399,7 +400,8 @@ class _KernelBuilder:
         if key not in self.reduce_memo:
             arg = self.value(src, ())
             self.fused_ops.append(n.op.name)
-            self.reduce_memo[key] = self.stmt("reduce", n.dtype, (arg,), n.op.name)
+            acc = n.op.accumulator(self.body[arg].dtype)  # the op table's policy
+            self.reduce_memo[key] = self.stmt("reduce", n.dtype, (arg,), n.op.name, acc)
         return self.reduce_memo[key]
 
     def fusable_reduction(self, i, chain, axes) -> str:

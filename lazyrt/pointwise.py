@@ -45,6 +45,7 @@ equal, not_equal, less, less_equal, greater, greater_equal = (
     _binary(o) for o in (ops.EQ, ops.NE, ops.LT, ops.LE, ops.GT, ops.GE))
 bitwise_and, bitwise_or, bitwise_xor = (_binary(o) for o in (ops.BITAND, ops.BITOR, ops.BITXOR))
 logical_and, logical_or = _binary(ops.LOGICAL_AND), _binary(ops.LOGICAL_OR)
+hypot = _binary(ops.HYPOT)
 
 negative, abs, exp, log, log1p, expm1 = (
     _unary(o) for o in (ops.NEG, ops.ABS, ops.EXP, ops.LOG, ops.LOG1P, ops.EXPM1))

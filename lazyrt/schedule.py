@@ -166,7 +166,7 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
     scalars, sparams = list(a.scalars), list(a.scalar_params)
     sslot = {p: k for k, p in enumerate(sparams)}
     body = list(a.body)
-    seen = {(s.op, s.dtype, s.args, repr(s.attr)): s.id for s in body}
+    seen = {(s.op, s.dtype, s.args, repr(s.attr), s.acc): s.id for s in body}
     remap = {}
     for s in b.body:
         attr = s.attr
@@ -185,10 +185,10 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
                 scalars.append(b.scalars[attr])
             attr = sslot[p]
         args = tuple(remap[x] for x in s.args)
-        key = (s.op, s.dtype, args, repr(attr))
+        key = (s.op, s.dtype, args, repr(attr), s.acc)
         if key not in seen:
             seen[key] = len(body)
-            body.append(Stmt(len(body), s.op, s.dtype, args, attr))
+            body.append(Stmt(len(body), s.op, s.dtype, args, attr, s.acc))
         remap[s.id] = seen[key]
     outputs = a.outputs + tuple(KernelOutput(o.buffer, o.dtype, o.index, remap[o.value])
                                 for o in b.outputs)

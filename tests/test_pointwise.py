@@ -42,6 +42,7 @@ BINARY = {
     "xor": (operator.xor, np.bitwise_xor),
     "logical_and": (lr.logical_and, np.logical_and),
     "logical_or": (lr.logical_or, np.logical_or),
+    "hypot": (lr.hypot, np.hypot),
 }
 
 
@@ -351,3 +352,23 @@ def test_numpy_array_on_the_left_stays_lazy_and_is_not_weak(backend):
     assert_matches(out, a + np.array([1, 1, 1], np.int8))
     assert_matches(a * t > np.int64(2), (a * 1) > 2)
     assert (np.float16(1) + t).dtype == np.float16
+
+
+@pytest.mark.parametrize("dt", ["float16", "float32", "float64"])
+def test_hypot_is_accurate_and_never_overflows(backend, dt):
+    info = np.finfo(dt)
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(300) * 10.0 ** rng.integers(-3, 4, 300)).astype(dt)
+    b = (rng.standard_normal(300) * 10.0 ** rng.integers(-3, 4, 300)).astype(dt)
+    big = np.array([info.max / 2, info.max, np.inf, -np.inf, np.nan, 0.0, -0.0, info.tiny], dt)
+    a, b = np.concatenate([a, big, big[::-1]]), np.concatenate([b, big[::-1], big])
+    with np.errstate(all="ignore"):
+        expected = np.hypot(a, b)
+    got = lr.hypot(lr.tensor(a), lr.tensor(b)).numpy()
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+    fin = np.isfinite(expected)
+    with np.errstate(over="ignore"):
+        ulps = np.abs(got[fin].astype(np.float64) - expected[fin]) / np.spacing(expected[fin])
+    assert ulps.max() <= 2, ulps.max()

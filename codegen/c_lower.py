@@ -1,0 +1,205 @@
+"""The C lowering vocabulary: small functions that turn C operand expressions
+into the C expression NumPy's semantics ask for (wrapping integer arithmetic,
+NaN-propagating max/min, floor division with the divisor's sign).
+
+Which one an op uses is a fact of its entry in the op table (``lazyrt/ops.py``,
+``lower["c"]``); this module holds no per-op table. :mod:`lazyrt.codegen.c`
+lays out the loops and calls the op's lowering.
+"""
+from __future__ import annotations
+
+import math
+
+from lazyrt import dtypes as D
+
+_STORE_T = {D.BOOL: "uint8_t", D.INT8: "int8_t", D.UINT8: "uint8_t", D.INT32: "int32_t",
+            D.INT64: "int64_t", D.FLOAT16: "_Float16", D.FLOAT32: "float",
+            D.FLOAT64: "double"}
+_COMPUTE_T = {**_STORE_T, D.BOOL: "int", D.FLOAT16: "float"}
+_UNSIGNED_T = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t",
+               D.INT64: "uint64_t", D.BOOL: "unsigned"}
+_INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
+
+
+class EmitError(Exception):
+    """The spec asks for something this emitter does not generate."""
+
+
+def _is_float(code):
+    return code in D.FLOATING
+
+
+def _fmt_const(value, code) -> str:
+    if _is_float(code):
+        v = float(value)
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        lit = repr(v)
+        return f"{lit}f" if code != D.FLOAT64 else lit
+    if code == D.BOOL:
+        return "1" if value else "0"
+    v = int(value)
+    return f"INT64_C({v})" if code == D.INT64 else str(v)
+
+
+# --- lowerings: each takes (code, t, *operands) and returns a C expression -----
+# ``code`` is the operands' dtype, ``t`` the result's C compute type. The op
+# table (lazyrt/ops.py) names one per op; float16 is computed in float and
+# rounded after every op by the emitter.
+
+def wrap_int(sym):
+    """+ - *: floats as is, bool as | / &, ints wrapping through unsigned (NumPy's)."""
+    def lower(code, t, a, b):
+        if _is_float(code):
+            return f"({a} {sym} {b})"
+        if code == D.BOOL:
+            return f"({a} {'|' if sym == '+' else '&'} {b})"
+        return f"({t})(({_UNSIGNED_T[code]}){a} {sym} ({_UNSIGNED_T[code]}){b})"
+    return lower
+
+
+def infix(sym):
+    return lambda code, t, a, b: f"({a} {sym} {b})"
+
+
+def bitwise(sym):
+    return lambda code, t, a, b: f"({t})({a} {sym} {b})"
+
+
+def logical(sym):
+    return lambda code, t, a, b: f"(({a} != 0) {sym} ({b} != 0))"
+
+
+def divmod_(kind):
+    """floor division / modulo with the divisor's sign, x // 0 == 0 for ints."""
+    def lower(code, t, a, b):
+        suffix = {D.FLOAT32: "f32", D.FLOAT16: "f32", D.FLOAT64: "f64"}.get(code) \
+            or _INT_SUFFIX[code]
+        return f"lz_{kind}_{suffix}({a}, {b})"
+    return lower
+
+
+def power(code, t, a, b):
+    if _is_float(code):
+        return f"{'pow' if code == D.FLOAT64 else 'powf'}({a}, {b})"
+    return f"({t})lz_ipow((int64_t){a}, (int64_t){b})"
+
+
+def maxmin(kind):
+    def lower(code, t, a, b):
+        if _is_float(code):
+            return f"lz_{kind}{'' if code == D.FLOAT64 else 'f'}({a}, {b})"
+        cmp = ">" if kind == "max" else "<"
+        return f"({a} {cmp} {b} ? {a} : {b})"
+    return lower
+
+
+def libm2(fn64):
+    """A float-only binary libm function (``hypot``): float, or ``fn64`` for double."""
+    def lower(code, t, a, b):
+        if not _is_float(code):
+            raise EmitError(f"on {D.NAMES[code]}")
+        return f"{fn64 if code == D.FLOAT64 else fn64 + 'f'}({a}, {b})"
+    return lower
+
+
+def negate(code, t, a):
+    if _is_float(code):
+        return f"(-{a})"
+    return f"({t})(0u - ({_UNSIGNED_T[code]}){a})"
+
+
+def absolute(code, t, a):
+    if _is_float(code):
+        return f"{'fabs' if code == D.FLOAT64 else 'fabsf'}({a})"
+    if code in (D.UINT8, D.BOOL):
+        return a
+    return f"({a} < 0 ? ({t})(0u - ({_UNSIGNED_T[code]}){a}) : {a})"
+
+
+def float_only(fn32, fn64):
+    """A float-only function: ``fn32`` for float16/float32, ``fn64`` for double."""
+    def lower(code, t, a):
+        if not _is_float(code):
+            raise EmitError(f"on {D.NAMES[code]}")
+        return f"{fn64 if code == D.FLOAT64 else fn32}({a})"
+    return lower
+
+
+def int_identity(fn32, fn64):
+    """floor, ceil, round: a float function; integers are their own value."""
+    def lower(code, t, a):
+        return f"{fn64 if code == D.FLOAT64 else fn32}({a})" if _is_float(code) else a
+    return lower
+
+
+def rsqrt(code, t, a):
+    return f"(({t})1 / {'sqrt' if code == D.FLOAT64 else 'sqrtf'}({a}))"
+
+
+def sign(code, t, a):
+    if _is_float(code):
+        return f"lz_sign{'' if code == D.FLOAT64 else 'f'}({a})"
+    return f"({t})(({a} > 0) - ({a} < 0))"
+
+
+def reciprocal(code, t, a):
+    if _is_float(code):
+        return f"(({t})1 / {a})"
+    return f"({a} == 0 ? ({t})0 : ({t})(1 / {a}))"
+
+
+def square(code, t, a):
+    return wrap_int("*")(code, t, a, a)
+
+
+def isnan(code, t, a):
+    return f"({a} != {a})" if _is_float(code) else "0"
+
+
+def isinf(code, t, a):
+    return f"({'fabs' if code == D.FLOAT64 else 'fabsf'}({a}) == INFINITY)" \
+        if _is_float(code) else "0"
+
+
+def isfinite(code, t, a):
+    return f"({'fabs' if code == D.FLOAT64 else 'fabsf'}({a}) < INFINITY)" \
+        if _is_float(code) else "1"
+
+
+def logical_not(code, t, a):
+    return f"({a} == 0)"
+
+
+def invert(code, t, a):
+    return f"({a} ^ 1)" if code == D.BOOL else f"({t})(~{a})"
+
+
+def cast(code, t, a):
+    """astype: to bool is ``!= 0`` (bool alone computes in ``int``); otherwise C's
+    conversion (float16 is rounded by the emitter, as after every op)."""
+    return f"({a} != 0)" if t == _COMPUTE_T[D.BOOL] else f"({t}){a}"
+
+
+def select(code, t, c, a, b):
+    return f"({c} ? {a} : {b})"
+
+
+_REDUCE_INIT = {
+    "sum": lambda t, f: "0", "prod": lambda t, f: "1",
+    "any": lambda t, f: "0", "all": lambda t, f: "1",
+    "max": lambda t, f: "(-INFINITY)" if f else {
+        "int8_t": "INT8_MIN", "uint8_t": "0", "int32_t": "INT32_MIN",
+        "int64_t": "INT64_MIN", "int": "0"}[t],
+    "min": lambda t, f: "INFINITY" if f else {
+        "int8_t": "INT8_MAX", "uint8_t": "UINT8_MAX", "int32_t": "INT32_MAX",
+        "int64_t": "INT64_MAX", "int": "1"}[t],
+}
+_OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|",
+                  "all": "&"}
+
+
+#: element count under which a kernel stays on one thread
+PARALLEL_THRESHOLD = 32768

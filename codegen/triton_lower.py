@@ -1,0 +1,211 @@
+"""The Triton lowering vocabulary: small functions that turn operand
+expressions into Triton expressions with NumPy's semantics (through the
+helpers in ``lazyrt.kernels.triton_math``).
+
+Which one an op uses is a fact of its entry in the op table (``lazyrt/ops.py``,
+``lower["triton"]``); this module holds no per-op table.
+:mod:`lazyrt.codegen.triton` lays out the programs; ``kernels/triton_matmul.py``
+reuses :func:`expression` for its epilogue.
+"""
+from __future__ import annotations
+
+import math
+
+from lazyrt import dtypes as D
+
+_STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
+            D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",
+            D.FLOAT64: "tl.float64"}
+_COMPUTE_T = {**_STORE_T, D.BOOL: "tl.int1", D.FLOAT16: "tl.float32"}
+_BITS = {D.INT8: 8, D.UINT8: 8, D.INT32: 32, D.INT64: 64, D.BOOL: 1}
+_INT_MIN = {D.INT8: -2**7, D.UINT8: 0, D.INT32: -2**31, D.INT64: -2**63, D.BOOL: 0}
+_INT_MAX = {D.INT8: 2**7 - 1, D.UINT8: 255, D.INT32: 2**31 - 1, D.INT64: 2**63 - 1, D.BOOL: 1}
+
+
+class EmitError(Exception):
+    """The spec asks for something this emitter does not generate."""
+
+
+def _is_float(code):
+    return code in D.FLOATING
+
+
+def fmt_const(value, code) -> str:
+    """A scalar tensor of dtype ``code`` holding ``value``."""
+    t = _COMPUTE_T[code]
+    if _is_float(code):
+        v = float(value)
+        lit = ('float("nan")' if math.isnan(v) else
+               (('float("inf")' if v > 0 else '-float("inf")') if math.isinf(v) else repr(v)))
+    elif code == D.BOOL:
+        lit = "1" if value else "0"
+    else:
+        lit = str(int(value))
+    return f"tl.full([], {lit}, {t})"
+
+
+# --- lowerings: each takes (code, t, *operands) and returns a Triton expression ---
+# ``code`` is the operands' dtype, ``t`` the result's compute type. The op table
+# (lazyrt/ops.py) names one per op; float16 is computed in float32 and rounded
+# after every op by :func:`expression`.
+
+def arith(sym):
+    """+ - *: bool as | & ^ (NumPy's bool arithmetic), else the operator."""
+    bool_sym = {"+": "|", "*": "&", "-": "^"}[sym]
+
+    def lower(code, t, a, b):
+        return f"({a} {bool_sym if code == D.BOOL else sym} {b})"
+    return lower
+
+
+def infix(sym):
+    return lambda code, t, a, b: f"({a} {sym} {b})"
+
+
+def logical(sym):
+    return lambda code, t, a, b: f"(({a} != 0) {sym} ({b} != 0))"
+
+
+def divmod_(kind):
+    """floor division / modulo with the divisor's sign, x // 0 == 0 for ints."""
+    def lower(code, t, a, b):
+        flavour = "float" if _is_float(code) else \
+            ("uint" if code in (D.UINT8, D.BOOL) else "int")
+        return f"lzm.{kind}_{flavour}({a}, {b})"
+    return lower
+
+
+def maxmin(kind):
+    def lower(code, t, a, b):
+        if code == D.BOOL:
+            return f"({a} | {b})" if kind == "maximum" else f"({a} & {b})"
+        if _is_float(code):
+            return f"lzm.{kind}({a}, {b})"
+        return f"tl.where({a} {'>' if kind == 'maximum' else '<'} {b}, {a}, {b})"
+    return lower
+
+
+def power(code, t, a, b):
+    if _is_float(code):
+        return f"lzm.powf({a}, {b})"
+    if code == D.BOOL:
+        return f"(({a}) | ({b} == 0))"
+    fn = "upow" if code == D.UINT8 else "ipow"
+    return f"lzm.{fn}({a}, {b}, {_BITS[code]})"
+
+
+def float_only(fn):
+    def lower(code, t, *args):
+        if not _is_float(code):
+            raise EmitError(f"on {D.NAMES[code]}")
+        return f"{fn}({', '.join(args)})"
+    return lower
+
+
+def rsqrt(code, t, a):
+    return f"(1.0 / {float_only('lzm.sqrt')(code, t, a)})"
+
+
+def negate(code, t, a):
+    return f"(-{a})" if code != D.UINT8 else f"(0 - {a})"
+
+
+def absolute(code, t, a):
+    if _is_float(code):
+        return f"tl.abs({a})"
+    return a if code in (D.UINT8, D.BOOL) else f"tl.where({a} < 0, 0 - {a}, {a})"
+
+
+def int_identity(fn):
+    """floor, ceil: a float function; integers are their own value."""
+    return lambda code, t, a: f"{fn}({a})" if _is_float(code) else a
+
+
+def round_even(code, t, a):
+    return f"lzm.{'rint64' if code == D.FLOAT64 else 'rint32'}({a})" if _is_float(code) else a
+
+
+def sign(code, t, a):
+    if _is_float(code):
+        return f"lzm.sign_float({a})"
+    if code == D.BOOL:
+        return a
+    return f"(({a} > 0).to({t}) - ({a} < 0).to({t}))"
+
+
+def reciprocal(code, t, a):
+    if _is_float(code):
+        return f"(1.0 / {a})"
+    neg = f"tl.where({a} == -1, -1, 0)" if code not in (D.UINT8, D.BOOL) else "0"
+    return f"tl.where({a} == 1, 1, {neg}).to({t})"
+
+
+def square(code, t, a):
+    return f"({a} & {a})" if code == D.BOOL else f"({a} * {a})"
+
+
+def isnan(code, t, a):
+    return f"({a} != {a})"
+
+
+def isinf(code, t, a):
+    return f"(tl.abs({a}) == float(\"inf\"))" if _is_float(code) else f"({a} != {a})"
+
+
+def isfinite(code, t, a):
+    return f"(tl.abs({a}) < float(\"inf\"))" if _is_float(code) else f"({a} == {a})"
+
+
+def logical_not(code, t, a):
+    return f"({a} == 0)"
+
+
+def invert(code, t, a):
+    return f"({a} == 0)" if code == D.BOOL else f"(~{a})"
+
+
+def cast(code, t, a):
+    """astype: to bool is ``!= 0``, else Triton's conversion."""
+    return f"({a} != 0)" if t == _COMPUTE_T[D.BOOL] else f"{a}.to({t})"
+
+
+def select(code, t, c, a, b):
+    return f"tl.where({c}, {a}, {b})"
+
+
+def expression(spec, st, var) -> str:
+    """The Triton expression of body statement ``st`` (not load/scalar/reduce):
+    the op table's Triton lowering of ``st.op``. ``var(sid)`` names the value of
+    statement ``sid``. Shared by the matmul epilogue emitter."""
+    t = _COMPUTE_T[st.dtype]
+    if st.op == "const":
+        return fmt_const(st.attr, st.dtype)
+    lower = st.op.lower.get("triton")
+    code = spec.body[st.args[0]].dtype if st.args else st.dtype
+    if st.op.kind == "pointwise" and len(st.args) == 3:  # where: the branches' dtype
+        code = spec.body[st.args[1]].dtype
+    if lower is None:
+        raise EmitError(f"the Triton emitter has no lowering for op {st.op.name!r} "
+                        f"in kernel {spec.name}")
+    try:
+        e = lower(code, t, *(var(a) for a in st.args))
+    except EmitError as exc:
+        raise EmitError(f"the Triton emitter cannot lower {st.op.name} {exc} "
+                        f"in kernel {spec.name}") from None
+    if st.dtype == D.FLOAT16:
+        e = f"{e}.to(tl.float16).to(tl.float32)"
+    return e
+
+
+def load_expr(ptr, idx, code, mask) -> str:
+    m = f", mask={mask}, other=0" if mask else ""
+    e = f"tl.load({ptr} + {idx}{m})"
+    if code == D.BOOL:
+        return f"({e} != 0)"
+    if code == D.FLOAT16:
+        return f"{e}.to(tl.float32)"
+    return e
+
+
+def store_value(v, code) -> str:
+    return f"{v}.to({_STORE_T[code]})"
