@@ -293,8 +293,3 @@ cdef object _empty(tuple shape, object dt):
     block.nbytes = nbytes
     arr = np.frombuffer(block, dtype=dt, count=n // dt.itemsize)
     return arr.reshape(shape)
-
-
-def pool_stats():
-    return {"free_bytes": _free_bytes,
-            "free_blocks": sum(len(v) for v in _free_blocks.values())}

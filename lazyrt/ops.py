@@ -71,7 +71,6 @@ class OpDef:
 
 
 OPS: list[OpDef] = []
-BY_NAME: dict[str, OpDef] = {}
 
 
 def _def(name, kind, arity, ref, like=None, doc="", cost=CHEAP, c=None, triton=None,
@@ -86,7 +85,6 @@ def _def(name, kind, arity, ref, like=None, doc="", cost=CHEAP, c=None, triton=N
     op = OpDef(name, len(OPS), kind, arity, ref, like, unary, binary, doc, cost, lower,
                **facts)
     OPS.append(op)
-    BY_NAME[name] = op
     return op
 
 
