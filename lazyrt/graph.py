@@ -6,10 +6,11 @@ again on new parameters. Node ``i``'s inputs are indices of earlier nodes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import dtypes as D
 from . import ops
+from ._recorder import source_line
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,18 @@ class GNode:
     inputs: tuple
     attrs: object = None
     value: object = None       # a CONST's baked value; None otherwise
+    #: where the user recorded it: (code object, bytecode offset), formatted
+    #: only when shown (see :attr:`source`); not part of the structure
+    origin: tuple = field(default=(None, 0), compare=False, repr=False)
 
     @property
     def dtype_name(self) -> str:
         return D.NAMES[self.dtype]
+
+    @property
+    def source(self):
+        """``"file:line"`` of the user code that recorded this node, or None."""
+        return source_line(*self.origin)
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,8 @@ class Graph:
     def from_capture(cls, cap) -> "Graph":
         nodes = tuple(
             GNode(ops.OPS[n.op], n.dtype, n.shape, tuple(ins), n.attrs,
-                  n.value if n.op == ops.CONST.id else None)
+                  n.value if n.op == ops.CONST.id else None,
+                  (n.source_code, n.source_offset))
             for n, ins in zip(cap.nodes, cap.inputs))
         return cls(nodes, tuple(cap.params), tuple(cap.outputs), cap.key)
 
@@ -46,7 +56,8 @@ class Graph:
         return sum(1 for n in self.nodes if n.op.kind != ops.LEAF)
 
     def describe(self) -> str:
-        """One line per node: ``%3 = add(%1, %2) : float32[4, 4]``."""
+        """One line per node, with the user's line that recorded it:
+        ``%3 = add(%1, %2) : float32[4, 4]  # train.py:12``."""
         param_pos = {p: i for i, p in enumerate(self.params)}
         outs = set(self.outputs)
         lines = [f"graph {self.key:016x}: {len(self.nodes)} nodes, "
@@ -62,5 +73,6 @@ class Graph:
                 attrs = "" if n.attrs is None else f" {n.attrs}"
                 rhs = f"{n.op.name}({args}){attrs}"
             mark = "  -> output" if i in outs else ""
-            lines.append(f"  %{i} = {rhs} : {ty}{mark}")
+            where = n.source
+            lines.append(f"  %{i} = {rhs} : {ty}{mark}" + (f"  # {where}" if where else ""))
         return "\n".join(lines)

@@ -246,6 +246,25 @@ class _Planner:
         return BufferView(buf_of[base], self.strided_through(base, chain))
 
 
+def _user_lines(nodes, ids, shown=3) -> str:
+    """`` (at train.py:12, train.py:14)``: the user's lines that recorded the
+    ops of ``ids``, for the kernel's header comment ('' when unknown)."""
+    lines, seen = [], set()
+    for i in ids:
+        n = nodes[i]
+        if n.op.kind in (ops.POINTWISE, ops.REDUCTION) and n.origin not in seen:
+            seen.add(n.origin)
+            where = n.source
+            if where:
+                where = where.rsplit("/", 1)[-1].replace("*/", "* /")  # a C comment stays one
+                if where not in lines:
+                    lines.append(where)
+    if not lines:
+        return ""
+    more = f", +{len(lines) - shown} more" if len(lines) > shown else ""
+    return f" (at {', '.join(lines[:shown])}{more})"
+
+
 class _KernelBuilder:
     """Builds one KernelSpec rooted at a realized node (legality lives here)."""
 
@@ -314,10 +333,12 @@ class _KernelBuilder:
             if name not in names:
                 names.append(name)
         label = "_".join(names[:4]) or "copy"
+        fused = {self.root} | {i for i, _ in self.memo if not self.p.is_buffer_node(i)}
         spec = KernelSpec(f"k{self.number}_fused_{label}", tuple(self.domain),
                           tuple(self.reduce_axes or ()), tuple(self.inputs),
                           tuple(self.scalars), tuple(self.body), tuple(self.outputs),
-                          f"fuses {', '.join(self.fused_ops) or 'a copy'}",
+                          f"fuses {', '.join(self.fused_ops) or 'a copy'}"
+                          + _user_lines(self.nodes, sorted(fused)),
                           tuple(self.scalar_params))
         return passes.run(spec)
 

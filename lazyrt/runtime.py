@@ -123,6 +123,7 @@ def _execute(nodes: list):
         return
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
+    level = debug.level()  # once per barrier; backends never read it
     t0 = perf_counter()
     cap = capture(nodes, be.salt)
     program = program_cache.get(cap.key)
@@ -131,19 +132,22 @@ def _execute(nodes: list):
         metrics.cache_misses += 1
         program = be.compile(Graph.from_capture(cap))
         program_cache.put(cap.key, program)
+        debug.compiled(program.record, level)
     else:
         metrics.cache_hits += 1
     t1 = perf_counter()
-    results = program.run(cap.values)
+    if level >= 2:
+        results = program.run(cap.values, debug.report_launch)
+    else:
+        results = program.run(cap.values)
     t2 = perf_counter()
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += t2 - t1
     bind_results(nodes, results)
-    if debug.level() >= 1:
-        print(f"[lazyrt] graph {cap.key:016x} {len(cap.nodes)} nodes, {program.kernels} "
-              f"kernels, {'compiled' if compiled else 'cached'} on {name}, "
-              f"{(t2 - t0) * 1e3:.3f} ms", file=sys.stderr)
+    debug.ran(program)
+    if level >= 1:
+        debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
 
 
 def materialize(tensor):

@@ -9,9 +9,15 @@ from an empty program cache.
 
 Level by level (each includes the ones below):
   1: one line per executed graph: key, nodes, kernels, compiled|cached, ms
-  2: one line per kernel launch with its time and GB/s
-  3: the fusion plan, with a reason for every realized intermediate buffer
-  4: the generated C source of every kernel
+  2: one line per kernel launch with its time and GB/s; on a compile, the
+     kernels with their cache outcome and compile time
+  3: the graph with the user's lines, and the fusion plan with a reason for
+     every realized intermediate buffer
+  4: the generated source of every kernel
+
+Every backend shows the same sections, from its program's compile record
+(the tests at the end run on each backend through the ``backend`` fixture);
+the ones above them check the C backend's details.
 """
 from __future__ import annotations
 
@@ -25,9 +31,10 @@ import numpy as np
 import pytest
 
 import lazyrt as lr
+from lazyrt import compile_record
 
-pytestmark = pytest.mark.skipif("c" not in lr.available_backends(),
-                                reason="no C compiler: the c backend is unavailable")
+needs_c = pytest.mark.skipif("c" not in lr.available_backends(),
+                             reason="no C compiler: the c backend is unavailable")
 
 GRAPH_LINE = re.compile(r"\[lazyrt\] graph ([0-9a-f]{16}) (\d+) nodes, (\d+) kernels, "
                         r"(compiled|cached) on c, [\d.]+ ms")
@@ -47,6 +54,8 @@ def data(seed=0, shape=(64, 128)):
 
 @pytest.fixture
 def c_backend(tmp_path, monkeypatch):
+    if "c" not in lr.available_backends():
+        pytest.skip("no C compiler: the c backend is unavailable")
     """Backend c, an empty program cache, no debug or dump variables inherited."""
     monkeypatch.delenv("LAZYRT_DEBUG", raising=False)
     monkeypatch.delenv("LAZYRT_DUMP_DIR", raising=False)
@@ -206,6 +215,7 @@ print("ok", float(y.numpy().sum(1).mean()))
 """
 
 
+@needs_c
 @pytest.mark.parametrize("level", [1, 2, 3, 4])
 def test_debug_levels_from_a_fresh_process(tmp_path, level):
     env = dict(os.environ, LAZYRT_DEBUG=str(level), LAZYRT_CACHE_DIR=str(tmp_path / "cache"),
@@ -222,3 +232,155 @@ def test_debug_levels_from_a_fresh_process(tmp_path, level):
     assert ("#pragma omp" in err) == (level >= 4)
     (folder,) = (tmp_path / "dump").iterdir()
     assert len(list(folder.glob("*.c"))) == 2
+
+
+# --- the same sections on every backend, from the compile record ---------------
+
+ANY_GRAPH_LINE = re.compile(r"\[lazyrt\] graph ([0-9a-f]{16}) (\d+) nodes, (\d+) kernels, "
+                            r"(compiled|cached) on (\w+), [\d.]+ ms")
+ANY_KERNEL_LINE = re.compile(r"\[lazyrt\]   (k\d+_\w+|\w+)\s+[\d.]+ ms\s+[\d.]+ GB/s")
+COMPILED_LINE = re.compile(r"\[lazyrt\] compiled graph ([0-9a-f]{16}) on (\w+) \((\w+)\): "
+                           r"(\d+) kernels in [\d.]+ ms")
+
+
+def sections(err: str) -> list[str]:
+    """The section markers in debug output, in order of first appearance."""
+    markers = [("compiled graph", COMPILED_LINE), ("kernels:", re.compile(r"^kernels:$", re.M)),
+               ("graph", re.compile(r"^graph [0-9a-f]{16}: \d+ nodes", re.M)),
+               ("plan", re.compile(r"^plan: \d+ steps", re.M)),
+               ("sources:", re.compile(r"^sources:$", re.M)),
+               ("launch", ANY_KERNEL_LINE), ("graph line", ANY_GRAPH_LINE)]
+    return [name for name, rx in markers if rx.search(err)]
+
+
+EXPECTED_SECTIONS = {
+    1: ["graph line"],
+    2: ["compiled graph", "kernels:", "launch", "graph line"],
+    3: ["compiled graph", "kernels:", "graph", "plan", "launch", "graph line"],
+    4: ["compiled graph", "kernels:", "graph", "plan", "sources:", "launch", "graph line"],
+}
+
+
+@pytest.fixture
+def quiet(backend, monkeypatch):
+    """An empty program cache and no debug or dump variable, on ``backend``."""
+    monkeypatch.delenv("LAZYRT_DEBUG", raising=False)
+    monkeypatch.delenv("LAZYRT_DUMP_DIR", raising=False)
+    lr.sync()
+    lr.runtime.program_cache.clear()
+    yield backend
+    monkeypatch.delenv("LAZYRT_DEBUG", raising=False)
+
+
+def small_data(seed=0):
+    return data(seed, shape=(8, 16))
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_every_backend_shows_the_same_sections(quiet, monkeypatch, capfd, level):
+    capfd.readouterr()
+    monkeypatch.setenv("LAZYRT_DEBUG", str(level))
+    lr.sync(*program(small_data(0)))
+    lr.sync(*program(small_data(1)))
+    monkeypatch.delenv("LAZYRT_DEBUG")
+    err = capfd.readouterr().err
+    assert sections(err) == EXPECTED_SECTIONS[level], err
+    lines = [m.groups() for m in ANY_GRAPH_LINE.finditer(err)]
+    assert [(g[3], g[4]) for g in lines] == [("compiled", quiet), ("cached", quiet)], err
+    record = lr.debug.last_record()
+    assert record.backend == quiet and record.graph_key == int(lines[0][0], 16)
+    if level >= 2:
+        # printed once, when compiled; then every launch of both runs, named as recorded
+        assert len(COMPILED_LINE.findall(err)) == 1, err
+        launches = [m.group(1) for m in ANY_KERNEL_LINE.finditer(err)]
+        assert launches == [k.name for k in record.kernels] * 2, err
+        for k in record.kernels:
+            assert re.search(rf"^  {re.escape(k.name)} +{re.escape(k.cache)} +[\d.]+ ms", err,
+                             re.M), (k, err)
+    if level >= 3:
+        assert record.graph_text in err and record.plan_text in err
+    if level >= 4:
+        for k in record.kernels:
+            assert k.source.rstrip("\n") in err
+
+
+def test_every_program_carries_its_compile_record(quiet):
+    x = lr.tensor(small_data())
+    y = lr.nn.softmax(x, axis=1); where = f"{__file__}:{sys._getframe().f_lineno}"  # noqa: E702
+    y.numpy()
+    record = lr.debug.last_record()
+    assert isinstance(record, compile_record.CompileRecord)
+    program = lr.runtime.program_cache.get(record.graph_key)
+    assert program.record is record and lr.debug.record(record.graph_key) is record
+    assert (record.backend, record.device) == (quiet, lr.backends.get(quiet).device)
+    assert len(record.kernels) == program.kernels and record.compile_s > 0
+    # the graph names the user's line of every op; the plan its decisions
+    assert all(n.source == where for n in record.graph.nodes if n.inputs)
+    assert where in record.graph_text
+    assert record.plan_text.startswith("plan: ")
+    ops = [op for k in record.kernels for op in k.ops]
+    assert {"max", "exp", "sum"} <= set(ops), ops
+    outcomes = {compile_record.COMPILED, compile_record.DISK, compile_record.MEMORY,
+                compile_record.NOT_COMPILED}
+    for k in record.kernels:
+        assert k.cache in outcomes and k.compile_s >= 0 and k.bytes_moved > 0
+        assert bool(k.source) == (k.language in ("c", "triton"))
+
+
+def test_a_cached_program_keeps_the_record_of_its_compile(quiet):
+    x = lr.tensor(small_data())
+    (x * 2).numpy()
+    first = lr.debug.last_record()
+    (x * 3).numpy()  # scalars are parameters: the same program
+    assert lr.debug.last_record() is first
+
+
+def test_kernel_header_comment_names_the_users_line(quiet):
+    x = lr.tensor(small_data())
+    y = (x * 2 + 1).exp(); line = sys._getframe().f_lineno  # noqa: E702
+    y.numpy()
+    record = lr.debug.last_record()
+    where = f"test_debug_output.py:{line}"
+    assert where in record.graph_text
+    if quiet == "numpy":
+        return  # no generated kernels (one step per op): the graph names the line
+    (kernel,) = record.kernels
+    assert where in kernel.comment, kernel
+    header = kernel.source.split("\n")
+    comment = "/* " if quiet == "c" else "# "
+    assert any(ln.startswith(comment) and "fuses mul, add, exp" in ln and where in ln
+               for ln in header), kernel.source
+
+
+@needs_c
+def test_moving_code_does_not_recompile_its_c_kernels(c_backend):
+    x = lr.tensor(small_data())
+    (x * 7 - 1).numpy()
+    first = lr.debug.last_record().kernels[0]
+    lr.runtime.program_cache.clear()
+    (x * 7 - 1).numpy()  # the same kernel, recorded on another line
+    again = lr.debug.last_record().kernels[0]
+    assert first.comment != again.comment  # the header names each one's line
+    assert again.cache == compile_record.MEMORY, again
+
+
+def test_dump_dir_writes_the_same_files_on_every_backend(quiet, monkeypatch, tmp_path, capfd):
+    monkeypatch.setenv("LAZYRT_DUMP_DIR", str(tmp_path))
+    capfd.readouterr()
+    lr.sync(*program(small_data()))
+    record = lr.debug.last_record()
+    (folder,) = tmp_path.iterdir()
+    assert folder.name == f"{record.graph_key:016x}"
+    files = {p.name: p.read_text() for p in folder.iterdir()}
+    assert files["graph.txt"].strip() == record.graph_text
+    assert files["plan.txt"].strip() == record.plan_text
+    table = files["kernels.txt"]
+    assert table.startswith(f"{quiet} (") and all(k.name in table for k in record.kernels)
+    sources = {k.name: k for k in record.kernels if k.source}
+    assert set(files) == {"graph.txt", "plan.txt", "kernels.txt"} | {
+        k.name + {"c": ".c", "triton": ".py"}[k.language] for k in sources.values()}
+    for name, k in sources.items():
+        text = files[name + {"c": ".c", "triton": ".py"}[k.language]]
+        assert name in text.splitlines()[0] and k.source in text
+    assert (len(sources) > 0) == (quiet != "numpy")
+    assert "[lazyrt]" not in capfd.readouterr().err  # dumping alone prints nothing

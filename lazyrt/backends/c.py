@@ -8,28 +8,24 @@ movement ops (NumPy). Scratch buffers are allocated once per program and
 reused across runs; outputs come from the size-bucketed pool in
 :mod:`lazyrt._launch` because they are handed to the user.
 
-Debugging: ``LAZYRT_DEBUG=2`` prints each kernel's time and GB/s, ``=3`` the
-fusion plan with the reason for every buffer, ``=4`` the generated source;
-``LAZYRT_DUMP_DIR=D`` writes the graph, plan and sources of every compiled
-graph into ``D/<graph key>/``.
+Compiles through :func:`lazyrt.backends.base.compile_graph`: each program
+carries its compile record (``program.record``), which ``LAZYRT_DEBUG`` and
+``LAZYRT_DUMP_DIR`` show the same way on every backend.
 """
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 
 import numpy as np
 
 from .. import _launch
-from .. import debug
 from .. import dtypes as D
 from ..codegen.c import emit_c
+from ..compile_record import NOT_COMPILED
 from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
+from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import CCompiler
 from .c_gemm import GEMM_SOURCE, gemm_args
-
-
 
 
 def _strided(arr, view):
@@ -71,8 +67,9 @@ class CProgram:
     """A compiled program: its plan and a :class:`lazyrt._launch.ProgramRunner`
     that does each run's work (buffers, parameters, launches) in C."""
 
-    def __init__(self, the_plan, launches):
+    def __init__(self, the_plan, launches, record):
         self.plan = the_plan
+        self.record = record
         self.launches = launches
         self.kernels = len(launches)
         buffers = the_plan.buffers
@@ -86,30 +83,20 @@ class CProgram:
             [s for s, b in zip(spec, buffers) if b.kind == "output"],
             list(zip(the_plan.param_buffers, the_plan.scalar_slot)), the_plan.n_scalars,
             outputs, _strided)
-        self.bytes = {id(launch): _bytes_of(s) for launch, s in zip(launches, the_plan.steps)}
+        self.bytes = {id(launch): k.bytes_moved for launch, k in zip(launches, record.kernels)}
+        self.names = {id(launch): k.name for launch, k in zip(launches, record.kernels)}
 
-    def run(self, params):
-        if debug.level() >= 2:
-            return self.runner.run(params, self._report)
-        return self.runner.run(params)
-
-    def _report(self, launch, seconds):
-        nbytes = self.bytes.get(id(launch), 0)
-        gbs = nbytes / seconds / 1e9 if seconds > 0 and nbytes else 0.0
-        print(f"[lazyrt]   {launch.name:<40s} {seconds * 1e3:9.3f} ms {gbs:8.2f} GB/s",
-              file=sys.stderr)
+    def run(self, params, report=None):
+        if report is None:
+            return self.runner.run(params)
+        return self.runner.run(params, lambda launch, seconds: report(
+            self.names.get(id(launch), launch.name), seconds, self.bytes.get(id(launch), 0)))
 
 
 def _is_whole(buffer, view):
     from ..strided import contiguous_strides
     return view.offset == 0 and tuple(view.shape) == tuple(buffer.shape) and \
         tuple(view.strides) == contiguous_strides(buffer.shape)
-
-
-def _bytes_of(step):
-    if isinstance(step, KernelStep):
-        return step.spec.bytes_moved()
-    return 0
 
 
 class CBackend:
@@ -129,50 +116,38 @@ class CBackend:
         """The BLAS-on-our-threads launch for ``step``, else ``np.matmul``."""
         iargs = gemm_args(step, buffers)
         if iargs is None:
-            return _Matmul(step)
+            return _Matmul(step), NOT_COMPILED
         return self._launch("matmul_blas", "lz_gemm", GEMM_SOURCE,
                             (step.a.buffer, step.b.buffer, step.out), iargs, ())
 
     def _launch(self, name, symbol, source, buffers, iargs, scalar_params):
-        """A C launch of ``symbol`` from ``source`` (compiled or found on disk)."""
-        lib = self.compiler.load(symbol, source)
+        """A C launch of ``symbol`` from ``source`` (compiled or found on disk),
+        and the cache outcome."""
+        lib, outcome = self.compiler.load_with_outcome(symbol, source)
         address = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
-        return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib)
+        return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib), outcome
 
     def compile(self, graph):
-        the_plan = plan(graph)
-        level = debug.level()
-        dump = os.environ.get("LAZYRT_DUMP_DIR")
-        sources = []
-        launches = []
-        for step in the_plan.steps:
-            if isinstance(step, KernelStep):
-                ck = emit_c(step.spec)
-                sources.append(ck)
-                launches.append(self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
-                                             ck.iargs, ck.scalar_params))
-            elif isinstance(step, MatmulStep):
-                launches.append(self._matmul(step, the_plan.buffers))
-            elif isinstance(step, OpaqueStep):
-                launches.append(_Opaque(step))
-        if level >= 3:
-            print(the_plan.describe(), file=sys.stderr)
-        if level >= 4:
-            for ck in sources:
-                print(ck.source, file=sys.stderr)
-        if dump:
-            _dump(dump, graph, the_plan, sources)
-        return CProgram(the_plan, launches)
+        the_plan, launches, record = compile_graph(self, graph, plan, self._build)
+        return CProgram(the_plan, launches, record)
 
-
-def _dump(root, graph, the_plan, sources):
-    folder = os.path.join(root, f"{graph.key:016x}")
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "graph.txt"), "w") as f:
-        f.write(graph.describe() + "\n")
-    with open(os.path.join(folder, "plan.txt"), "w") as f:
-        f.write(the_plan.describe() + "\n")
-    for ck in sources:
-        with open(os.path.join(folder, f"{ck.name}.c"), "w") as f:
-            f.write(f"/* {ck.name} */\n")
-            f.write(ck.source)
+    def _build(self, step, the_plan) -> Built:
+        buffers = the_plan.buffers
+        if isinstance(step, KernelStep):
+            ck = emit_c(step.spec)
+            launch, outcome = self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
+                                           ck.iargs, ck.scalar_params)
+            return Built(launch, ck.name, spec_ops(step.spec), step.spec.comment, ck.source,
+                         "c", outcome, step.spec.bytes_moved())
+        if isinstance(step, MatmulStep):
+            launch, outcome = self._matmul(step, buffers)
+            blas = "BLAS" if outcome != NOT_COMPILED else "np.matmul"
+            nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
+                         for v in (step.a, step.b)) + buffer_bytes(buffers[step.out])
+            return Built(launch, launch.name, ("matmul",), f"matmul in {blas}",
+                         cache=outcome, bytes_moved=nbytes)
+        launch = _Opaque(step)
+        nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
+                     for v in step.inputs) + buffer_bytes(buffers[step.out])
+        return Built(launch, launch.name, (launch.name,), f"{launch.name} on the host (NumPy)",
+                     bytes_moved=nbytes)

@@ -42,6 +42,7 @@ import threading
 import time
 from typing import NamedTuple
 
+from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
 
@@ -59,6 +60,8 @@ _SWEPT: set[str] = set()
 # holds the binaries it compiles instead (one temporary root per process).
 _PRIVATE: dict[str, str] = {}
 _PRIVATE_ROOT: list[str] = []
+# A line that holds one /* comment */ and nothing else.
+_COMMENT_LINE = re.compile(r"^[ \t]*/\*(?:[^*]|\*(?!/))*\*/[ \t]*\n", re.M)
 # What a write into a folder we may only read fails with.
 _READ_ONLY_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
 
@@ -153,13 +156,18 @@ class CCompiler:
 
     def load(self, name: str, source: str) -> ctypes.CDLL:
         """The loaded library for ``source``: compiled on a cache miss, else reused."""
+        return self.load_with_outcome(name, source)[0]
+
+    def load_with_outcome(self, name: str, source: str) -> tuple[ctypes.CDLL, str]:
+        """:meth:`load`, and where the library came from: ``"compiled"``,
+        ``"disk cache"`` or ``"memory"`` (see :mod:`lazyrt.compile_record`)."""
         lib = self._by_source.get((name, source))
         if lib is not None:
-            return lib
+            return lib, MEMORY
         with _LOCK:
-            lib = self._load(name, source)
+            lib, outcome = self._load(name, source)
             self._by_source[(name, source)] = lib
-            return lib
+            return lib, outcome
 
     def library_path(self, name: str, source: str) -> str:
         """Where the binary for ``source`` lives (or will live) in the cache."""
@@ -172,12 +180,12 @@ class CCompiler:
         temporary folder once ``cache_dir`` turned out not writable."""
         return _PRIVATE.get(self.cache_dir, self.cache_dir)
 
-    def _load(self, name: str, source: str) -> ctypes.CDLL:
+    def _load(self, name: str, source: str) -> tuple[ctypes.CDLL, str]:
         path = self.library_path(name, source)
         private = os.path.join(self.write_dir, os.path.basename(path))
         lib = _LOADED.get(path) or _LOADED.get(private)
         if lib is not None:
-            return lib
+            return lib, MEMORY
         self._ensure_safe_cache_dir()
         if self._verified(path):
             try:
@@ -189,10 +197,10 @@ class CCompiler:
                 _evict(path)
             else:
                 metrics.disk_cache_hits += 1
-                return lib
+                return lib, DISK
         path, build = self._compile(name, source, path)
         try:
-            return _dlopen(path)
+            return _dlopen(path), COMPILED
         except OSError as e:
             _evict(path)
             raise CompileError(
@@ -204,8 +212,11 @@ class CCompiler:
 
     def _key(self, source: str) -> str:
         h = hashlib.sha256()
+        # whole-line comments do not change the binary: a kernel whose header
+        # names other user lines (the code moved) reuses the one compiled before
+        code = _COMMENT_LINE.sub("", source)
         for part in (_lazyrt_version(), self._compiler_identity(), "\0".join(self.flags),
-                     _host_cpu(), _headers_digest(self.include_dir), source):
+                     _host_cpu(), _headers_digest(self.include_dir), code):
             h.update(part.encode())
             h.update(b"\0\1\0")
         return h.hexdigest()

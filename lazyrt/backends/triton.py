@@ -19,8 +19,10 @@ turns that off).
 Kernels: the source is written to ``<cache dir>/triton/<sha>.py`` and
 imported from there (Triton reads a kernel's source through ``inspect``), and
 the jitted function is kept in memory by source hash; Triton's own on-disk
-cache holds the binaries. ``LAZYRT_DEBUG=3`` prints the plan, ``=4`` the
-sources. ``LAZYRT_TRITON_PERSISTENT_MAX`` (default 16384): longest reduction
+cache holds the binaries. Compiles go through
+:func:`lazyrt.backends.base.compile_graph`; ``LAZYRT_DEBUG`` and
+``LAZYRT_DUMP_DIR`` show the program's record as on every backend.
+``LAZYRT_TRITON_PERSISTENT_MAX`` (default 16384): longest reduction
 row kept in registers; longer rows loop.
 """
 from __future__ import annotations
@@ -28,20 +30,24 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import sys
+import re
 import threading
 import time
 import warnings
 
 import numpy as np
 
-from .. import debug
 from .. import dtypes as D
+from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
-from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
+from ..planner import KernelStep, MatmulStep, plan
 from ..strided import contiguous_strides
+from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import default_cache_dir
+
+# A line that holds a comment and nothing else.
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -111,18 +117,25 @@ class KernelCache:
         self._lock = threading.Lock()
 
     def load(self, name: str, source: str):
-        digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+        """The jitted function ``name`` of ``source``, and where it came from:
+        ``"memory"`` (loaded before in this process), ``"disk cache"`` (the same
+        source was on disk: Triton's own cache has its binaries) or
+        ``"compiled"`` (new; Triton compiles it at its first launch)."""
+        # whole-line comments (the header naming the user's lines) change no code
+        digest = hashlib.sha256(_COMMENT_LINE.sub("", source).encode()).hexdigest()[:24]
         fn = self._fns.get(digest)
         if fn is not None:
-            return fn
+            return fn, MEMORY
         with self._lock:
             fn = self._fns.get(digest)
             if fn is not None:
-                return fn
+                return fn, MEMORY
             t0 = time.perf_counter()
             os.makedirs(self.folder, exist_ok=True)
             path = os.path.join(self.folder, f"{name}_{digest}.py")
+            outcome = DISK
             if not os.path.exists(path) or open(path).read() != source:
+                outcome = COMPILED if not os.path.exists(path) else DISK
                 tmp = f"{path}.{os.getpid()}.tmp"
                 with open(tmp, "w") as f:
                     f.write(source)
@@ -139,7 +152,7 @@ class KernelCache:
             self._fns[digest] = fn
             metrics.compiles += 1
             metrics.compile_time_s += time.perf_counter() - t0
-            return fn
+            return fn, outcome
 
 
 # --- launches ----------------------------------------------------------------
@@ -236,10 +249,13 @@ def _np_view(arr, view):
 
 
 class TritonProgram:
-    def __init__(self, the_plan, launches, device):
+    capture_error = ""  # why CUDA graph capture failed, when it did
+
+    def __init__(self, the_plan, launches, device, record):
         import torch
         self.torch = torch
         self.plan = the_plan
+        self.record = record
         self.launches = launches
         self.kernels = len(launches)  # as the C backend counts: every launch
         self.device = device
@@ -286,8 +302,8 @@ class TritonProgram:
                 t = torch.from_numpy(flat)
         return t if self.on_cpu else t.to(self.device, non_blocking=True)
 
-    def run(self, params):
-        if self.graph is not None:
+    def run(self, params, report=None):
+        if self.graph is not None and report is None:
             return self._replay(params)
         bufs = self._buffers()
         fa = np.zeros(self.n_scalars + 1, np.float64)
@@ -301,8 +317,8 @@ class TritonProgram:
             fa_t = fa_t.to(self.device)
         # the interpreter evaluates masked-off lanes too: their 0/0 is not an error
         with np.errstate(all="ignore"):
-            if debug.level() >= 2:
-                self._run_timed(bufs, fa_t)
+            if report is not None:
+                self._run_timed(bufs, fa_t, report)
             else:
                 for launch in self.launches:
                     launch.run(bufs, fa_t)
@@ -327,15 +343,14 @@ class TritonProgram:
                 results.append(_np_view(host, o.view))
         return results
 
-    def _run_timed(self, bufs, fa):
+    def _run_timed(self, bufs, fa, report):
         sync = (lambda: None) if self.on_cpu else self.torch.cuda.synchronize
-        for launch in self.launches:
+        for launch, kernel in zip(self.launches, self.record.kernels):
             sync()
             t0 = time.perf_counter()
             launch.run(bufs, fa)
             sync()
-            print(f"[lazyrt]   {launch.name:<40s} {(time.perf_counter() - t0) * 1e3:9.3f} ms",
-                  file=sys.stderr)
+            report(kernel.name, time.perf_counter() - t0, kernel.bytes_moved)
 
     # -- CUDA graphs: static buffers, parameters copied in, outputs copied out --
     def _capture(self, bufs, fa):  # pragma: no cover - needs a GPU
@@ -356,9 +371,7 @@ class TritonProgram:
             self.graph, self.static, self.static_fa = graph, static, static_fa
         except Exception as exc:  # a program that cannot be captured runs eagerly
             self.use_graphs = False
-            if debug.level() >= 1:
-                print(f"[lazyrt] CUDA graph capture failed, running eagerly: {exc}",
-                      file=sys.stderr)
+            self.capture_error = f"{type(exc).__name__}: {exc}"
 
     def _replay(self, params):  # pragma: no cover - needs a GPU
         torch = self.torch
@@ -393,26 +406,36 @@ class TritonBackend:
         self._torch = torch
 
     def compile(self, graph):
+        the_plan, launches, record = compile_graph(
+            self, graph, lambda g: plan(g, fuse_matmul_epilogue=True), self._build)
+        return TritonProgram(the_plan, launches, self.device, record)
+
+    def _build(self, step, the_plan) -> Built:
         from ..codegen.triton import emit_triton
         from ..kernels.triton_matmul import emit_matmul
-        the_plan = plan(graph, fuse_matmul_epilogue=True)
-        level = debug.level()
-        sources, launches = [], []
-        for step in the_plan.steps:
-            if isinstance(step, KernelStep):
-                tk = emit_triton(step.spec, self.persistent_max)
-                sources.append(tk.source)
-                launches.append(_Kernel(self.cache.load(tk.name, tk.source), tk, tk.name))
-            elif isinstance(step, MatmulStep):
-                mk = emit_matmul(step, the_plan.buffers)
-                sources.append(mk.source)
-                launches.append(_Matmul(self.cache.load(mk.name, mk.source), mk))
-            elif isinstance(step, OpaqueStep):
-                launches.append(_Opaque(step, the_plan.buffers[step.out].shape,
-                                        self.device == "cpu"))
-        if level >= 3:
-            print(the_plan.describe(), file=sys.stderr)
-        if level >= 4:
-            for src in sources:
-                print(src, file=sys.stderr)
-        return TritonProgram(the_plan, launches, self.device)
+        buffers = the_plan.buffers
+        if isinstance(step, KernelStep):
+            tk = emit_triton(step.spec, self.persistent_max)
+            fn, outcome = self.cache.load(tk.name, tk.source)
+            return Built(_Kernel(fn, tk, tk.name), tk.name, spec_ops(step.spec),
+                         step.spec.comment, tk.source, "triton", outcome,
+                         step.spec.bytes_moved())
+        if isinstance(step, MatmulStep):
+            mk = emit_matmul(step, buffers)
+            fn, outcome = self.cache.load(mk.name, mk.source)
+            ep = step.epilogue
+            nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
+                         for v in (step.a, step.b))
+            if ep is None:
+                nbytes += buffer_bytes(buffers[step.out])
+                ops, comment = ("matmul",), "matmul"
+            else:  # the epilogue reads the product in registers: not from memory
+                nbytes += ep.bytes_moved() - buffer_bytes(buffers[step.out])
+                ops, comment = ("matmul",) + spec_ops(ep), ep.comment
+            return Built(_Matmul(fn, mk), mk.name, ops, comment, mk.source, "triton", outcome,
+                         max(nbytes, 0))
+        launch = _Opaque(step, buffers[step.out].shape, self.device == "cpu")
+        nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
+                     for v in step.inputs) + buffer_bytes(buffers[step.out])
+        return Built(launch, launch.name, (launch.name,), f"{launch.name} on the host",
+                     bytes_moved=nbytes)

@@ -1,0 +1,122 @@
+"""What a backend is, and the one compile path every backend goes through.
+
+A backend turns a captured :class:`lazyrt.graph.Graph` into a
+:class:`Program`; the runtime caches programs by graph key and runs them on
+each barrier's parameters. The contract, written down as protocols:
+
+>>> import lazyrt as lr
+>>> from lazyrt.backends import base
+>>> isinstance(lr.backends.get("numpy"), base.Backend)
+True
+
+Every backend compiles through :func:`compile_graph`: plan the graph, build
+each step (emit its source, compile or load it, bind its launch), and return
+the launches with a :class:`~lazyrt.compile_record.CompileRecord` that the
+program keeps as ``program.record``. Backends never print: ``LAZYRT_DEBUG``
+and ``LAZYRT_DUMP_DIR`` show that record (:mod:`lazyrt.debug`), and per-launch
+timings go to the ``report`` callback that ``Program.run`` is given.
+"""
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Callable, NamedTuple, Optional, Protocol, runtime_checkable
+
+from ..compile_record import NOT_COMPILED, CompileRecord, KernelRecord
+
+#: ``report(launch name, seconds, bytes moved)``: called after each launch of a
+#: timed run (``LAZYRT_DEBUG>=2``)
+LaunchReport = Callable[[str, float, int], None]
+
+
+@runtime_checkable
+class Program(Protocol):
+    """A compiled graph: a list of launches over numbered buffers."""
+
+    #: launches one run makes (counted in ``metrics.kernel_launches``)
+    kernels: int
+    #: how it was compiled: graph, plan, kernels (see :mod:`lazyrt.compile_record`)
+    record: CompileRecord
+
+    def run(self, params: list, report: Optional[LaunchReport] = None) -> list:
+        """Run once. ``params`` are the graph's parameters in capture order
+        (NumPy arrays for data, Python scalars for runtime scalars); returns
+        one NumPy array per graph output, in order. With ``report``, each
+        launch is timed on its own (synchronized) and reported."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A way to run graphs, registered by name in :mod:`lazyrt.backends`."""
+
+    #: the registry name: ``numpy``, ``c``, ``triton``
+    name: str
+    #: where its buffers live: ``cpu`` or ``cuda``
+    device: str
+    #: mixed into every graph key (set by the registry), so two backends never
+    #: share a cached program
+    salt: int
+
+    def compile(self, graph) -> Program:
+        """A program for ``graph`` (a :class:`lazyrt.graph.Graph`), built through
+        :func:`compile_graph`. Raises :class:`lazyrt.errors.CompileError` naming
+        the kernel and its source when a kernel does not compile."""
+
+
+class Built(NamedTuple):
+    """What a backend's step builder returns for one step: the runnable launch
+    and what the compile record says about it."""
+    launch: object
+    name: str
+    ops: tuple
+    comment: str = ""
+    source: str = ""
+    language: str = ""
+    cache: str = NOT_COMPILED
+    bytes_moved: int = 0
+
+
+def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
+    """The one compile path: ``make_plan(graph)``, then ``build_step(step, plan)
+    -> Built`` for each of the plan's steps, timed. Returns ``(plan, launches,
+    record)``."""
+    t0 = perf_counter()
+    the_plan = make_plan(graph)
+    launches, kernels = [], []
+    for step in the_plan.steps:
+        t = perf_counter()
+        built = build_step(step, the_plan)
+        seconds = perf_counter() - t
+        launches.append(built.launch)
+        kernels.append(KernelRecord(built.name, tuple(built.ops), built.comment, built.source,
+                                    built.language, seconds, built.cache, built.bytes_moved))
+    record = CompileRecord(backend.name, backend.device, graph, the_plan, tuple(kernels),
+                           perf_counter() - t0)
+    return the_plan, launches, record
+
+
+def spec_ops(spec) -> tuple:
+    """The op names a KernelSpec runs, in body order (a reduction by its name)."""
+    out = []
+    for st in spec.body:
+        if st.op == "reduce":
+            out.append(str(st.attr))
+        elif not isinstance(st.op, str):
+            out.append(st.op.name)
+    return tuple(out)
+
+
+def view_bytes(view, itemsize: int) -> int:
+    """Bytes of the distinct elements a strided view reads."""
+    n = 1
+    for size, stride in zip(view.shape, view.strides):
+        if stride != 0:
+            n *= size
+    return n * itemsize
+
+
+def buffer_bytes(buffer) -> int:
+    from .. import dtypes as D
+    n = 1
+    for size in buffer.shape:
+        n *= size
+    return n * D.DTYPES[buffer.dtype].itemsize
