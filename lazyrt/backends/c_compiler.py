@@ -26,9 +26,7 @@ every process.
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
-import errno
 import hashlib
 import os
 import re
@@ -42,6 +40,7 @@ import threading
 import time
 from typing import NamedTuple
 
+from .. import cache
 from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
@@ -55,15 +54,8 @@ _LOCK = threading.RLock()
 _LOADED: dict[str, ctypes.CDLL] = {}
 _COMPILER_IDENTITY: dict[str, str] = {}
 _OPENMP_WORKS: dict[str, bool] = {}
-_SWEPT: set[str] = set()
-# Cache folders this process cannot write -> the private temporary folder that
-# holds the binaries it compiles instead (one temporary root per process).
-_PRIVATE: dict[str, str] = {}
-_PRIVATE_ROOT: list[str] = []
 # A line that holds one /* comment */ and nothing else.
 _COMMENT_LINE = re.compile(r"^[ \t]*/\*(?:[^*]|\*(?!/))*\*/[ \t]*\n", re.M)
-# What a write into a folder we may only read fails with.
-_READ_ONLY_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
 
 
 def openmp_env() -> dict:
@@ -88,11 +80,8 @@ def kernels_dir() -> str:
 
 
 def default_cache_dir() -> str:
-    """``$LAZYRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/lazyrt``, else ``~/.cache/lazyrt``."""
-    if os.environ.get("LAZYRT_CACHE_DIR"):
-        return os.environ["LAZYRT_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "lazyrt")
+    """The cache root, :func:`lazyrt.cache.cache_root`."""
+    return cache.cache_root()
 
 
 def compiler_command(cc: str | None = None) -> list[str]:
@@ -142,7 +131,8 @@ class CCompiler:
     def __init__(self, cache_dir: str | None = None, cc: str | None = None):
         root = os.path.abspath(os.path.expanduser(cache_dir or default_cache_dir()))
         self.cache_root = root
-        self.cache_dir = os.path.join(root, "v" + _lazyrt_version())
+        self.cache_dir = cache.backend_folder("c", root)
+        self.folder = cache.CacheFolder(self.cache_dir, root, "C kernels")
         self.cc = cc or (os.environ.get("CC") or "").strip() or "cc"
         self.include_dir = kernels_dir()
         # -std=c11 (not gnu11) also means -ffp-contract=off: a*b+c is not fused
@@ -178,7 +168,7 @@ class CCompiler:
     def write_dir(self) -> str:
         """Where new binaries go: ``cache_dir``, or this process's private
         temporary folder once ``cache_dir`` turned out not writable."""
-        return _PRIVATE.get(self.cache_dir, self.cache_dir)
+        return self.folder.write_dir
 
     def _load(self, name: str, source: str) -> tuple[ctypes.CDLL, str]:
         path = self.library_path(name, source)
@@ -186,7 +176,7 @@ class CCompiler:
         lib = _LOADED.get(path) or _LOADED.get(private)
         if lib is not None:
             return lib, MEMORY
-        self._ensure_safe_cache_dir()
+        self.folder.ensure()
         if self._verified(path):
             try:
                 lib = _dlopen(path)
@@ -240,42 +230,7 @@ class CCompiler:
 
     # -- disk cache -------------------------------------------------------
 
-    def _ensure_safe_cache_dir(self):
-        """Create the cache folders 0700; refuse folders other users could write.
-        Folders that cannot be created send new binaries to a private one."""
-        for d in (self.cache_root, self.cache_dir):
-            if not os.path.isdir(d):
-                if self.cache_dir in _PRIVATE:
-                    return  # known missing: nothing there to load
-                try:
-                    os.makedirs(d, mode=0o700, exist_ok=True)
-                    os.chmod(d, 0o700)
-                except OSError as e:
-                    self._use_private_cache(e)
-                    return
-            _refuse_unsafe_folder(d)
-
-    def _use_private_cache(self, error: OSError) -> str:
-        """Send new binaries to this process's private temporary folder, with one
-        warning per unwritable cache; returns the folder."""
-        if self.cache_dir not in _PRIVATE:
-            why = error.strerror or str(error)
-            try:
-                private = os.path.join(_private_root(), os.path.basename(self.cache_dir))
-                os.makedirs(private, mode=0o700, exist_ok=True)
-            except OSError as e:
-                raise BackendError(
-                    f"lazyrt cannot write its kernel cache {self.cache_dir} ({why}), nor "
-                    f"create a temporary one ({e}). Set $LAZYRT_CACHE_DIR to a folder you "
-                    "can write.") from None
-            _PRIVATE[self.cache_dir] = private
-            from . import warn_performance
-            warn_performance(
-                f"lazyrt cannot write its kernel cache {self.cache_dir} ({why}): the C "
-                f"kernels this process compiles go to a private temporary cache, {private} "
-                "(removed at exit), and are compiled again by every new process. Set "
-                "$LAZYRT_CACHE_DIR to a folder you can write to keep them.")
-        return _PRIVATE[self.cache_dir]
+    # -- disk cache (folders, private fallback, atomic writes: lazyrt.cache) --
 
     def _verified(self, so_path: str) -> bool:
         """True when the binary exists, is ours, and matches its recorded sha256."""
@@ -285,7 +240,7 @@ class CCompiler:
             st = os.stat(so_path)
             if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 return False
-            return _file_sha256(so_path) == expected
+            return cache.file_sha256(so_path) == expected
         except OSError:
             return False
 
@@ -308,7 +263,7 @@ class CCompiler:
             metrics.compiles += 1
             metrics.compile_time_s += time.perf_counter() - t0
         if proc.returncode != 0:
-            _remove(tmp_so)
+            cache.remove(tmp_so)
             if not self._openmp_works():
                 raise BackendError(
                     f"the C compiler '{self.cc}' cannot build OpenMP code (-fopenmp, omp.h, "
@@ -319,19 +274,16 @@ class CCompiler:
                 f"  command: {shlex.join(cmd)}\n  compiler output:\n{proc.stderr.rstrip()}")
         try:
             os.chmod(tmp_so, 0o700)  # whatever the umask: never group/other-writable
-            digest = _file_sha256(tmp_so)
+            digest = cache.file_sha256(tmp_so)
             os.replace(tmp_so, so_path)
             # The checksum goes in after the binary: a reader that races us sees a
             # mismatch, and compiles again, rather than trusting a half-written entry.
-            _atomic_write(base + ".sha256", (digest + "\n").encode())
+            cache.atomic_write(base + ".sha256", (digest + "\n").encode())
         except OSError as e:
-            _remove(tmp_so)
+            cache.remove(tmp_so)
             raise BackendError(f"lazyrt could not store C kernel '{name}' in its cache as "
                                f"{so_path}: {e}") from None
-        folder = os.path.dirname(so_path)
-        if folder not in _SWEPT:  # once per process: the folder can be large
-            _SWEPT.add(folder)
-            _remove_stale_temp_files(folder)
+        self.folder.sweep_once()
         return so_path, _Build(c_path, cmd, proc.stderr)
 
     def _write_source(self, name: str, source: str, so_name: str) -> str:
@@ -342,13 +294,13 @@ class CCompiler:
             base = os.path.join(folder, so_name[:-3])
             _refuse_directory_entries(name, base)
             try:
-                _atomic_write(base + ".c", source.encode())
+                cache.atomic_write(base + ".c", source.encode())
                 return base + ".c"
             except OSError as e:
-                if e.errno not in _READ_ONLY_ERRNOS or folder != self.cache_dir:
+                if e.errno not in cache.READ_ONLY_ERRNOS or folder != self.cache_dir:
                     raise BackendError(f"lazyrt could not write the source of C kernel "
                                        f"'{name}' to {base}.c: {e}") from None
-                self._use_private_cache(e)
+                self.folder.use_private(e)
 
     def _openmp_works(self) -> bool:
         """Can this compiler build and link an OpenMP program? Probed once per process."""
@@ -381,26 +333,8 @@ def _dlopen(path: str) -> ctypes.CDLL:
 
 def _evict(so_path: str):
     """Drop a cache entry's binary and checksum (a read-only cache keeps them)."""
-    _remove(so_path)
-    _remove(so_path[:-3] + ".sha256")
-
-
-def _refuse_unsafe_folder(d: str):
-    """Raise unless ``d`` is ours and only we can write it: binaries in it are run."""
-    st = os.stat(d)
-    if st.st_uid != os.getuid():
-        raise BackendError(
-            f"lazyrt refuses to load compiled kernels from {d}: it is owned by another user "
-            f"(uid {st.st_uid}), who could plant code that this process would run. Set "
-            "$LAZYRT_CACHE_DIR to a folder of your own (it is created if missing), or, if "
-            f"this folder should be yours, take it back with `sudo chown -R {os.getuid()} "
-            f"{shlex.quote(d)}`.")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise BackendError(
-            f"lazyrt refuses to load compiled kernels from {d}: it is writable by group or "
-            f"others (mode {stat.S_IMODE(st.st_mode):o}), so someone else could plant code "
-            f"that this process would run. Fix it with `chmod 700 {shlex.quote(d)}`, or set "
-            "$LAZYRT_CACHE_DIR to a folder of your own.")
+    cache.remove(so_path)
+    cache.remove(so_path[:-3] + ".sha256")
 
 
 def _refuse_directory_entries(name: str, base: str):
@@ -412,15 +346,6 @@ def _refuse_directory_entries(name: str, base: str):
                 f"lazyrt cannot store C kernel '{name}' in its cache: {path} is a directory, "
                 f"where the kernel's file belongs. Remove it (`rm -r {shlex.quote(path)}`), "
                 "or set $LAZYRT_CACHE_DIR to another folder.")
-
-
-def _private_root() -> str:
-    """This process's private temporary cache root (0700), removed at exit."""
-    if not _PRIVATE_ROOT:
-        root = tempfile.mkdtemp(prefix="lazyrt-cache-")
-        atexit.register(shutil.rmtree, root, ignore_errors=True)
-        _PRIVATE_ROOT.append(root)
-    return _PRIVATE_ROOT[0]
 
 
 def _headers_digest(include_dir: str) -> str:
@@ -452,36 +377,3 @@ def _host_cpu() -> str:
             lines = [platform.machine(), platform.processor()]
         _HOST_CPU.append("".join(lines))
     return _HOST_CPU[0]
-
-
-def _file_sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def _atomic_write(path: str, data: bytes):
-    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
-def _remove_stale_temp_files(folder: str, age_s: float = 3600.0):
-    """Temp files of compiles that were killed midway (a live compile is younger)."""
-    cutoff = time.time() - age_s
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if ".tmp" in entry.name and entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                _remove(entry.path)
-
-
-def _remove(path: str):
-    try:
-        os.remove(path)
-    except OSError:
-        pass

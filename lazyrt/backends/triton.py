@@ -16,8 +16,8 @@ device-resident API does not exist yet). On a GPU a cached program is
 replayed as one CUDA graph from its third run on (``LAZYRT_CUDA_GRAPHS=0``
 turns that off).
 
-Kernels: the source is written to ``<cache dir>/triton/<sha>.py`` and
-imported from there (Triton reads a kernel's source through ``inspect``), and
+Kernels: the source is written to ``<cache dir>/triton/<name>_<sha>.py``
+(through :mod:`lazyrt.cache`, with the C cache's safety) and imported from there (Triton reads a kernel's source through ``inspect``), and
 the jitted function is kept in memory by source hash; Triton's own on-disk
 cache holds the binaries. Compiles go through
 :func:`lazyrt.backends.base.compile_graph`; ``LAZYRT_DEBUG`` and
@@ -37,6 +37,7 @@ import warnings
 
 import numpy as np
 
+from .. import cache
 from .. import dtypes as D
 from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
@@ -44,7 +45,6 @@ from ..metrics import metrics
 from ..planner import KernelStep, MatmulStep, plan
 from ..strided import contiguous_strides
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
-from .c_compiler import default_cache_dir
 
 # A line that holds a comment and nothing else.
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)
@@ -109,10 +109,13 @@ def _put_scalar(fa, slot, value):
 
 class KernelCache:
     """Kernel source -> jitted function, in memory; the source file on disk
-    is there for Triton's ``inspect`` (and for people), not as a cache."""
+    is there for Triton's ``inspect`` (and for people), not as a cache. It is
+    written through :class:`lazyrt.cache.CacheFolder`: atomically, into a
+    folder only we can write, or a private temporary one when the cache is
+    read-only."""
 
-    def __init__(self, folder: str):
-        self.folder = folder
+    def __init__(self, folder: str, root: str | None = None):
+        self.folder = cache.CacheFolder(folder, root, "Triton kernels")
         self._fns: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -131,15 +134,12 @@ class KernelCache:
             if fn is not None:
                 return fn, MEMORY
             t0 = time.perf_counter()
-            os.makedirs(self.folder, exist_ok=True)
-            path = os.path.join(self.folder, f"{name}_{digest}.py")
-            outcome = DISK
-            if not os.path.exists(path) or open(path).read() != source:
-                outcome = COMPILED if not os.path.exists(path) else DISK
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "w") as f:
-                    f.write(source)
-                os.replace(tmp, path)
+            self.folder.ensure()
+            filename = f"{name}_{digest}.py"
+            path = self.folder.find(filename)
+            outcome = COMPILED if path is None else DISK
+            if path is None or _read(path) != source:
+                path = self.folder.write(filename, source.encode())
             try:
                 spec = importlib.util.spec_from_file_location(f"lazyrt_triton_{digest}", path)
                 module = importlib.util.module_from_spec(spec)
@@ -153,6 +153,14 @@ class KernelCache:
             metrics.compiles += 1
             metrics.compile_time_s += time.perf_counter() - t0
             return fn, outcome
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 # --- launches ----------------------------------------------------------------
@@ -401,7 +409,7 @@ class TritonBackend:
         if self.interpreted:
             _patch_interpreter()
         self.device = "cpu" if self.interpreted else "cuda"
-        self.cache = KernelCache(os.path.join(default_cache_dir(), "triton"))
+        self.cache = KernelCache(cache.backend_folder("triton"), cache.cache_root())
         self.persistent_max = int(os.environ.get("LAZYRT_TRITON_PERSISTENT_MAX", "16384"))
         self._torch = torch
 
