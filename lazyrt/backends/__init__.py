@@ -1,8 +1,11 @@
 """Backends: a name, a device, and ``compile(graph) -> Program``.
 
-A ``Program`` has ``run(params) -> list of ndarrays`` (one per graph output)
-and ``kernels`` (how many launches one run makes). Backends never see
-tensors or the recorder, only a :class:`lazyrt.graph.Graph` and buffers.
+The contract is written down in :mod:`lazyrt.backends.base` (the
+:class:`~lazyrt.backends.base.Backend` and
+:class:`~lazyrt.backends.base.Program` protocols, and ``compile_graph``,
+the one compile path that returns a program's compile record). Backends
+never see tensors or the recorder, only a :class:`lazyrt.graph.Graph`, the
+planner's steps and buffers; opaque steps run through :mod:`.host`.
 
 The default backend is ``$LAZYRT_BACKEND`` — a name that is no backend fails
 ``import lazyrt`` — else the best one here (:func:`preferred_backend`). When

@@ -25,6 +25,7 @@ from ..compile_record import NOT_COMPILED
 from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import CCompiler
+from . import host
 from .c_gemm import GEMM_SOURCE, gemm_args
 
 
@@ -53,14 +54,16 @@ class _Matmul:
 
 
 class _Opaque:
+    """concat / setslice on the host (:mod:`.host`), on the buffers themselves."""
+
     def __init__(self, step):
         self.step = step
-        self.name = step.op.name
+        self.name = host.kind(step)
 
     def run(self, bufs, scalars):
         s = self.step
         ins = [_strided(bufs[v.buffer], v.view) for v in s.inputs]
-        bufs[s.out][...] = s.op.ref(*ins, s.attrs)
+        bufs[s.out][...] = host.run(s, ins)
 
 
 class CProgram:

@@ -44,6 +44,7 @@ from ..errors import BackendError, CompileError
 from ..metrics import metrics
 from ..planner import KernelStep, MatmulStep, plan
 from ..strided import contiguous_strides
+from . import host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 
 # A line that holds a comment and nothing else.
@@ -227,7 +228,7 @@ class _Opaque:
         self.step, self.on_cpu = step, on_cpu
         self.shape = tuple(out_shape)
         self.size = int(np.prod(self.shape))
-        self.name = step.op.name
+        self.name = self.kind = host.kind(step)
 
     def run(self, bufs, fa):
         s = self.step
@@ -235,16 +236,16 @@ class _Opaque:
             return
         if self.on_cpu:
             ins = [_np_view(bufs[v.buffer].numpy(), v.view) for v in s.inputs]
-            bufs[s.out].numpy()[:self.size].reshape(self.shape)[...] = s.op.ref(*ins, s.attrs)
+            bufs[s.out].numpy()[:self.size].reshape(self.shape)[...] = host.run(s, ins)
             return
         import torch
         ins = [_view(bufs[v.buffer], v.view) for v in s.inputs]
         out = bufs[s.out][:self.size].view(self.shape)
-        if s.op.name == "concat":
-            torch.cat(ins, dim=s.attrs[0], out=out)
+        if self.kind == host.CONCAT:
+            torch.cat(ins, dim=host.concat_axis(s), out=out)
         else:  # setslice, through the host where a slice has a negative step
-            host = s.op.ref(*[t.cpu().numpy() for t in ins], s.attrs)
-            out.copy_(torch.from_numpy(np.ascontiguousarray(host)))
+            value = host.run(s, [t.cpu().numpy() for t in ins])
+            out.copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
 def _np_view(arr, view):

@@ -1,0 +1,67 @@
+"""The Backend/Program protocol (lazyrt/backends/base.py) holds for every
+backend, and backends run opaque steps through the one host implementation
+(lazyrt/backends/host.py) instead of reaching into the op table."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+import lazyrt as lr
+from lazyrt.backends import base, host
+from lazyrt.graph import Graph
+from lazyrt._capture import capture
+
+
+def _graph_of(*tensors, salt=0):
+    return Graph.from_capture(capture([t._node for t in tensors], salt))
+
+
+def test_every_backend_and_its_programs_follow_the_protocol(backend):
+    be = lr.backends.get(backend)
+    assert isinstance(be, base.Backend)
+    assert be.name == backend and be.device in ("cpu", "cuda") and isinstance(be.salt, int)
+    x = lr.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    y = (x * 2).sum(axis=1)
+    cap = capture([y._node], be.salt)
+    program = be.compile(Graph.from_capture(cap))
+    assert isinstance(program, base.Program)
+    assert program.record.backend == backend and program.kernels == len(program.record.kernels)
+    (out,) = program.run(cap.values)
+    np.testing.assert_allclose(out, [6.0, 24.0])
+    reported = []
+    (again,) = program.run(cap.values, lambda name, s, nbytes: reported.append((name, nbytes)))
+    np.testing.assert_allclose(again, out)
+    assert [name for name, _ in reported] == [k.name for k in program.record.kernels]
+    assert all(nbytes > 0 for _, nbytes in reported)
+    y.numpy()  # leave nothing pending
+
+
+def test_opaque_steps_have_a_kind_and_run_on_the_host(backend):
+    x = lr.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    joined = lr.concat([x, x * 10], axis=0)
+    np.testing.assert_array_equal(joined.numpy(), np.concatenate([np.arange(6.0).reshape(2, 3),
+                                                                  np.arange(6.0).reshape(2, 3) * 10]))
+    y = x + 0
+    y[0, 1:] = lr.tensor(np.array([-1.0, -2.0], np.float32))
+    np.testing.assert_array_equal(y.numpy(), [[0, -1, -2], [3, 4, 5]])
+    if backend != "numpy":
+        names = [k.name for k in lr.debug.last_record().kernels]
+        assert "setslice" in names, names
+
+
+def test_host_kind_names_the_opaque_step():
+    from lazyrt.planner import OpaqueStep, plan
+    x = lr.tensor(np.ones((2, 2), np.float32))
+    steps = plan(_graph_of(lr.concat([x, x + 1], axis=1))).steps
+    (step,) = [s for s in steps if isinstance(s, OpaqueStep)]
+    assert host.kind(step) == host.CONCAT and host.concat_axis(step) == 1
+    out = host.run(step, [np.zeros((2, 2)), np.ones((2, 2))])
+    assert out.shape == (2, 4)
+
+
+def test_compiled_backends_do_not_reach_into_the_op_table():
+    from lazyrt.backends import c, triton
+    for module in (c, triton):
+        text = inspect.getsource(module)
+        assert ".ref(" not in text and '"concat"' not in text and "op.name" not in text, module
