@@ -183,17 +183,14 @@ class _Planner:
 
         # outputs that are views of a buffer need no kernel
         output_views = {}
-        roots = []
+        roots = set(self.must)  # a set: a long chain has thousands of roots
         for o in self.g.outputs:
             base, chain = self.view_base(o)
             if self.is_buffer_node(base) and base != o or nodes[o].op is ops.DATA:
                 output_views[o] = (base, chain)
-            elif o not in roots:
-                roots.append(o)
-        for i in sorted(self.must):
-            if i not in roots:
-                roots.append(i)
-        for i in sorted(set(roots)):
+            else:
+                roots.add(o)
+        for i in sorted(roots):
             kind = "output" if i in self.outputs else "scratch"
             new_buffer(i, kind)
         for base, _ in output_views.values():
@@ -204,7 +201,7 @@ class _Planner:
         steps, stored = [], set()
         kernel_no = 0
         # consumers first: a kernel that computes another output inline stores it
-        for i in sorted(set(roots), reverse=True):
+        for i in sorted(roots, reverse=True):
             if i in stored:
                 continue
             n = nodes[i]

@@ -54,26 +54,43 @@ class OpaqueStep:
 
 def _order_steps(steps, buffers):
     """Topological order of steps by the buffers they write and read."""
+    return [steps[k] for k in _topological(steps, _step_inputs(steps))]
+
+
+def _step_inputs(steps) -> list:
+    """inputs[k]: the steps that write a buffer step k reads, in read order."""
     writer = {}
     for k, s in enumerate(steps):
         for b in _writes(s):
             writer[b] = k
-    order, state = [], [0] * len(steps)
+    return [[writer[b] for b in _reads(s) if b in writer and writer[b] != k]
+            for k, s in enumerate(steps)]
 
-    def visit(k):
-        if state[k] == 2:
-            return
-        if state[k] == 1:
-            raise AssertionError("lazyrt internal: cyclic plan")
-        state[k] = 1
-        for b in _reads(steps[k]):
-            if b in writer and writer[b] != k:
-                visit(writer[b])
-        state[k] = 2
-        order.append(steps[k])
 
-    for k in range(len(steps)):
-        visit(k)
+def _topological(steps, inputs) -> list:
+    """Step indices, each after the steps it reads: depth first from each step
+    in turn. Iterative: a plan of a long chain has thousands of steps, one
+    stack frame each would overflow Python's stack."""
+    state = [0] * len(steps)          # 0 unvisited, 1 on the path, 2 placed
+    order = []
+    for root in range(len(steps)):
+        if state[root]:
+            continue
+        state[root] = 1
+        path = [(root, iter(inputs[root]))]
+        while path:
+            k, pending = path[-1]
+            for w in pending:
+                if state[w] == 0:
+                    state[w] = 1
+                    path.append((w, iter(inputs[w])))
+                    break
+                if state[w] == 1:
+                    raise AssertionError("lazyrt internal: cyclic plan")
+            else:
+                path.pop()
+                state[k] = 2
+                order.append(k)
     return order
 
 
@@ -81,15 +98,22 @@ def _fuse_epilogues(steps, buffers):
     """Fold a pointwise kernel into the matmul whose product it alone reads,
     element for element (bias, activation and residual add of ``gelu(x @ w + b)``)."""
     steps = list(steps)
+    readers = {}                      # buffer -> indices of the live steps reading it
+    for k, st in enumerate(steps):
+        for b in _reads(st):
+            readers.setdefault(b, set()).add(k)
     for m, st in enumerate(steps):
         if not isinstance(st, MatmulStep) or buffers[st.out].kind != "scratch":
             continue
         shape = buffers[st.out].shape
         whole = IndexMap(0, S.contiguous_strides(shape))
-        readers = [k for k, other in enumerate(steps) if st.out in _reads(other)]
-        if len(readers) != 1 or not isinstance(steps[readers[0]], KernelStep):
+        users = readers.get(st.out, ())
+        if len(users) != 1:
             continue
-        spec = steps[readers[0]].spec
+        (r,) = users
+        if not isinstance(steps[r], KernelStep):
+            continue
+        spec = steps[r].spec
         uses = [i for i in spec.inputs if i.buffer == st.out]
         if spec.reduce_axes or tuple(spec.domain) != tuple(shape) or \
                 len(uses) != 1 or uses[0].index != whole:
@@ -103,61 +127,76 @@ def _fuse_epilogues(steps, buffers):
         epilogue = KernelSpec(spec.name.replace("_fused_", "_matmul_", 1), spec.domain, (),
                               tuple(spec.inputs[k] for k in order), spec.scalars, body,
                               spec.outputs, "matmul, then " + spec.comment, spec.scalar_params)
+        for b in _reads(steps[r]):
+            readers[b].discard(r)
         steps[m] = MatmulStep(st.a, st.b, st.out, epilogue)
-        steps[readers[0]] = None
+        steps[r] = None               # its reads are now the matmul's
+        for b in _reads(steps[m]):
+            readers.setdefault(b, set()).add(m)
     return [st for st in steps if st is not None]
 
 
-def _depends(steps):
-    """deps[k]: indices of the steps that step k reads from, transitively."""
-    writer = {b: k for k, st in enumerate(steps) for b in _writes(st)}
-    deps = [None] * len(steps)
-
-    def visit(k):
-        if deps[k] is None:
-            deps[k] = set()
-            for b in _reads(steps[k]):
-                w = writer.get(b)
-                if w is not None and w != k:
-                    deps[k] |= {w} | visit(w)
-        return deps[k]
-
-    for k in range(len(steps)):
-        visit(k)
-    return deps
+def _closures(steps):
+    """(deps, users): bit w of ``deps[k]`` is set when step k reads, directly or
+    through other steps, what step w writes; ``users[w]`` is the converse.
+    Bit sets as Python ints: the closure of a plan of n steps costs n * n / 64
+    word operations, where sets of indices would cost n * n / 2 hashings."""
+    inputs = _step_inputs(steps)
+    order = _topological(steps, inputs)
+    deps = [0] * len(steps)
+    for k in order:                   # inputs first
+        d = 0
+        for w in inputs[k]:
+            d |= deps[w] | (1 << w)
+        deps[k] = d
+    users = [0] * len(steps)
+    for k in reversed(order):         # readers first
+        for w in inputs[k]:
+            users[w] |= users[k] | (1 << k)
+    return deps, users
 
 
 def _merge_siblings(steps):
     """Kernels over the same domain and reduce axes that read a common buffer
     and do not depend on each other become one loop (sum and max of x, mean
-    and var, y = x + 1 and z = x * 2)."""
+    and var, y = x + 1 and z = x * 2). Pairs merge in the order (first step,
+    second step), one at a time."""
     steps = list(steps)
-    merged = True
-    while merged:
-        merged = False
-        deps = _depends(steps)
-        for a in range(len(steps)):
-            sa = steps[a]
-            if not isinstance(sa, KernelStep):
-                continue
-            for b in range(a + 1, len(steps)):
-                sb = steps[b]
-                if not isinstance(sb, KernelStep):
-                    continue
-                ka, kb = sa.spec, sb.spec
-                if (ka.domain, ka.reduce_axes) != (kb.domain, kb.reduce_axes):
-                    continue
-                if not {i.buffer for i in ka.inputs} & {i.buffer for i in kb.inputs}:
-                    continue
-                if a in deps[b] or b in deps[a]:
-                    continue
-                steps[a] = KernelStep(merge_kernels(ka, kb))
-                del steps[b]
-                merged = True
-                break
-            if merged:
-                break
-    return steps
+    while True:
+        pair = _first_mergeable_pair(steps)
+        if pair is None:
+            return steps
+        a, b = pair
+        steps[a] = KernelStep(merge_kernels(steps[a].spec, steps[b].spec))
+        del steps[b]
+
+
+def _first_mergeable_pair(steps):
+    """The first (a, b), a < b, of kernels that may merge, or None."""
+    def sibling_keys(spec):
+        return {(spec.domain, spec.reduce_axes, i.buffer) for i in spec.inputs}
+
+    readers = {}                      # (domain, reduce axes, buffer) -> bit set of kernels
+    for k, st in enumerate(steps):
+        if isinstance(st, KernelStep):
+            for key in sibling_keys(st.spec):
+                readers[key] = readers.get(key, 0) | (1 << k)
+    deps = users = None
+    for a, st in enumerate(steps):
+        if not isinstance(st, KernelStep):
+            continue
+        later = 0
+        for key in sibling_keys(st.spec):
+            later |= readers[key]
+        later >>= a + 1
+        if not later:
+            continue
+        if deps is None:              # only plans with siblings pay for the closure
+            deps, users = _closures(steps)
+        later &= ~((deps[a] | users[a]) >> (a + 1))
+        if later:
+            return a, a + (later & -later).bit_length()
+    return None
 
 
 def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
