@@ -202,16 +202,25 @@ def reset_counters():
 
 
 def set_cut(uint64_t limit, hook):
-    """Cut the graph (sync every live tensor) after ``limit`` recorded ops
-    without a full barrier, so a loop that never syncs stays bounded."""
+    """Call ``hook`` (which may cut the graph: sync every live tensor) once
+    ``limit`` ops are counted since the count last started over, so a loop
+    that never syncs stays bounded."""
     global _cut_limit, _cut_hook
     _cut_limit = limit
     _cut_hook = hook
 
 
 def full_barrier_done():
+    """Nothing is pending any more: the cut count starts over from zero."""
     global _pending_since_cut
     _pending_since_cut = 0
+
+
+def restart_cut_count(uint64_t pending):
+    """The cut count starts over from ``pending``, the ops still waiting for a
+    barrier (the cut hook measured them and found no cut was needed)."""
+    global _pending_since_cut
+    _pending_since_cut = pending
 
 
 # --- nodes --------------------------------------------------------------------

@@ -4,6 +4,8 @@
 >>> lr.metrics.reset(); _ = (lr.tensor([1.0]) + 1).numpy()
 >>> lr.metrics.snapshot()["graphs_executed"]
 1
+>>> lr.metrics.graphs_executed   # each counter is also read directly
+1
 """
 from __future__ import annotations
 
@@ -93,3 +95,12 @@ metrics = Metrics()
 snapshot = metrics.snapshot
 reset = metrics.reset
 report = metrics.report
+
+
+def __getattr__(name):
+    """``lr.metrics.graph_cuts`` and every other counter, read live."""
+    if name in _FIELDS:
+        return getattr(metrics, name)
+    if name == "ops_recorded":
+        return _recorder.counters()["ops_recorded"]
+    raise AttributeError(f"module 'lazyrt.metrics' has no attribute {name!r}")

@@ -14,6 +14,7 @@ recorded without a full barrier before the graph is cut, default 100000),
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import sys
 import threading
@@ -21,7 +22,7 @@ from time import perf_counter
 from collections import OrderedDict
 
 from . import _recorder as R
-from ._capture import bind_results, capture
+from ._capture import bind_results, capture, pending_graph_size
 from . import backends as B
 from . import debug
 from .graph import Graph
@@ -188,14 +189,50 @@ mark_step = sync
 
 
 def _cut():
+    """The recorder calls this once ``max_graph_nodes`` ops are counted since
+    the count last started over. When the pending graph really is about that
+    large, every live pending tensor is computed (a *cut*, counted in
+    ``metrics.graph_cuts``). When most of those ops were dropped unread or
+    are already computed (a loop that reads a value each step, keeping a
+    small temporary pending), nothing is computed: the count starts over from
+    the pending graph's size, so no graph ever outgrows the limit."""
+    limit = _max_graph_nodes
+    pending = R.live_pending()
+    size = pending_graph_size([t._node for t in pending], min(limit, sys.maxsize))
+    if 2 * size < limit:
+        R.restart_cut_count(size)
+        return
     metrics.graph_cuts += 1
-    R.full_barrier_done()  # first: a failing sync must not re-trigger on every op
-    sync()
-
-
-R.set_cut(_env_int("LAZYRT_MAX_GRAPH_NODES", 100_000), _cut)
+    R.full_barrier_done()  # first: a failing cut must not fail again on the next op
+    try:
+        sync(*pending)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):  # Python 3.11+
+            exc.add_note(f"lazyrt: raised by the automatic graph cut, which computes every "
+                         f"pending tensor once {limit} ops are recorded without a barrier "
+                         f"(lr.set_max_graph_nodes); the tensors stay pending")
+        raise
 
 
 def set_max_graph_nodes(n: int):
-    """Cut (sync every live tensor) after ``n`` ops recorded without a full barrier."""
-    R.set_cut(int(n), _cut)
+    """Cut the graph (compute every live pending tensor) once ``n`` ops are
+    pending without a barrier, so a loop that never syncs stays bounded
+    (default 100000, or ``$LAZYRT_MAX_GRAPH_NODES``).
+
+    >>> import lazyrt as lr
+    >>> lr.set_max_graph_nodes(100_000)
+    """
+    global _max_graph_nodes
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"lazyrt.set_max_graph_nodes: the limit must be at least 1 op, "
+                         f"got {n}")
+    _max_graph_nodes = n
+    R.set_cut(min(n, 2 ** 64 - 1), _cut)
+
+
+_max_graph_nodes = _env_int("LAZYRT_MAX_GRAPH_NODES", 100_000)
+if _max_graph_nodes < 1:
+    raise ValueError(f"lazyrt: $LAZYRT_MAX_GRAPH_NODES must be at least 1, "
+                     f"got {_max_graph_nodes}")
+set_max_graph_nodes(_max_graph_nodes)
