@@ -1,13 +1,17 @@
-"""A DAG fuzzer: random programs run on ``c`` must match the ``numpy`` backend.
+"""A DAG fuzzer: random programs recorded lazily on every backend must match
+the same ops evaluated one at a time on the ``numpy`` backend.
 
-Hypothesis draws a program of 8-20 ops over a pool of values that starts
-with a few random leaves: broadcasting binary ops (new leaves are made with
-compatible shapes when needed), unary ops including transcendentals on safe
-domains, ``where``, casts, views (permute, reshape, slices with negative
-steps, integer indices, broadcast_to, unsqueeze, squeeze), reductions over
-random axes with random keepdims, and now and then a matmul. Several values
-are synced together as one graph. The program is recorded and run on the
-``numpy`` backend while it is drawn, then replayed on fresh leaves on ``c``.
+Hypothesis draws a program of 8-20 ops (4-12 under the Triton interpreter)
+over a pool of values that starts with a few random leaves: broadcasting
+binary ops (new leaves are made with compatible shapes when needed), Python
+int and float scalars on either side (NEP 50: ``int32 * 0.5`` is float64),
+unary ops including transcendentals on safe domains, ``where``, casts, views
+(permute, reshape, slices with negative steps, integer indices,
+broadcast_to, unsqueeze, squeeze), reductions over random axes with random
+keepdims, and now and then a matmul. The oracle runs each op as it is drawn,
+eagerly (a barrier after every op, on the ``numpy`` backend); the program is
+then replayed on fresh leaves on the backend under test (``numpy``, ``c``,
+``triton``: the ``backend`` fixture), several values synced as one graph.
 
 Comparison: same shapes and dtypes; ints and bools exactly; floats with NaN
 and inf in the same places and finite values within rtol 1e-4 (atol scaled
@@ -15,15 +19,16 @@ by the output's magnitude). Discontinuous ops (comparisons, floor, round,
 sign, argmax, float->int casts) are only applied to *exact* values — leaves,
 views of them and integer arithmetic — so a last-bit rounding difference
 between two correct backends cannot flip a result. Float magnitudes are
-bounded (an op whose result could exceed 1e18 is not drawn), so float32
-overflow cannot make correct backends disagree either.
+bounded (no op whose result could exceed 1e18 is drawn), so float32 overflow
+cannot make correct backends disagree either. Bit-exact checks of every
+dtype, in-place ops, copies and host writes: ``test_fuzz_semantics.py``.
 
-Budget: ``max_examples`` is 40 by default, and 400 under
-``LAZYRT_HYPOTHESIS_PROFILE=thorough``. Shrinking is off (each candidate
-recompiles; it can take minutes) unless ``LAZYRT_FUZZ_SHRINK=1``; a failure
-always shows the program as a listing (``v3 = add(v1, v2) {...}``). All examples share one C kernel
-cache folder for the session, so a kernel seen before is loaded, not
-recompiled.
+Budget: 40 programs on ``numpy`` and ``c`` and 20 smaller ones on
+``triton``; 400 and 100 under ``LAZYRT_HYPOTHESIS_PROFILE=thorough`` (the
+count is stored as the ``random_programs`` property). Shrinking is off (each
+candidate recompiles: minutes) unless ``LAZYRT_FUZZ_SHRINK=1``; a failure
+always shows the program as a listing (``v3 = add(v1, v2) {...}``). All
+examples share one C kernel cache folder, so a kernel seen before is loaded.
 """
 from __future__ import annotations
 
@@ -40,11 +45,10 @@ import lazyrt as lr
 from lazyrt import backends as B
 from lazyrt.backends.c_compiler import CCompiler
 
-pytestmark = pytest.mark.skipif("c" not in lr.available_backends(),
-                                reason="no C compiler: the c backend is unavailable")
-
 THOROUGH = os.environ.get("LAZYRT_HYPOTHESIS_PROFILE") == "thorough"
-MAX_EXAMPLES = 400 if THOROUGH else 40
+#: (programs, fewest ops, most ops, large leaves) per backend; Triton is interpreted on CPUs
+BUDGET = {"triton": (100 if THOROUGH else 20, 4, 12, False)}
+DEFAULT_BUDGET = (400 if THOROUGH else 40, 8, 20, True)
 # Shrinking replans and recompiles every candidate (minutes): off unless asked
 # for; a failure prints the drawn program's listing either way.
 PHASES = tuple(Phase) if os.environ.get("LAZYRT_FUZZ_SHRINK") else \
@@ -57,6 +61,9 @@ INT_BOUND = {np.dtype("int32"): 2 ** 30, np.dtype("int64"): 2 ** 62}
 def shared_kernel_cache(tmp_path_factory):
     """One private C kernel cache for every example of this module (the c
     backend object is process-wide, so its compiler is swapped, not the env)."""
+    if "c" not in lr.available_backends():
+        yield None
+        return
     backend = B.get("c")
     compiler = CCompiler(cache_dir=str(tmp_path_factory.mktemp("fuzz-kernels")))
     compiler.flags = backend.compiler.flags
@@ -72,6 +79,8 @@ def _apply(op, args, p):
     """The op ``op`` on tensors ``args`` with parameters ``p`` (shared by both runs)."""
     a = args[0] if args else None
     b = args[1] if len(args) > 1 else p.get("scalar")
+    if p.get("reflected") and op in ("add", "sub", "mul"):
+        a, b = b, a  # `2.5 - x`: the scalar on the left
     if op == "add":
         return a + b
     if op == "sub":
@@ -202,7 +211,10 @@ def replay(program: Program):
 
 # --- drawing a program ------------------------------------------------------------
 
-LEAF_DTYPES = ["float32"] * 10 + ["float64", "int32", "int32", "int64", "bool", "bool"]
+LEAF_DTYPES = ["float32"] * 10 + ["float64", "int32", "int32", "int64", "bool", "bool", "int8",
+                                   "uint8"]
+FLOAT_SCALARS = [0.5, -1.5, 2.0, 3.0, 0.1, 1 / 3, -0.0]
+INT_SCALARS = [2, -3, 1, True]
 FLOAT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "safe_div"]
 INT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "floor_divide", "remainder",
               "bitwise_and", "bitwise_xor"]
@@ -213,8 +225,8 @@ EXACT_UNARY = ["floor", "ceil", "round", "sign", "isnan"]
 
 
 class Drawer:
-    def __init__(self, data):
-        self.data = data
+    def __init__(self, data, large_leaves=True):
+        self.data, self.large_leaves = data, large_leaves
         self.rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
         self.pool: list[Value] = []
         self.prog = Program([], [], [])
@@ -227,6 +239,7 @@ class Drawer:
 
     # values
     def add_value(self, step, tensor, exact, bound, may_nan):
+        lr.sync(tensor)  # the oracle is eager: each op runs alone, as it is drawn
         self.prog.steps.append(step)
         self.pool.append(Value(tensor, exact, bound, may_nan))
         return len(self.pool) - 1
@@ -245,7 +258,8 @@ class Drawer:
         elif dtype.kind == "b":
             a, bound, may_nan = rng.random(shape) < 0.5, 1.0, False
         else:
-            a, bound, may_nan = rng.integers(-20, 21, shape).astype(dtype), 20.0, False
+            a = rng.integers(0 if dtype == np.uint8 else -20, 21, shape)
+            a, bound, may_nan = a.astype(dtype), 20.0, False
         if dtype.kind != "f":
             may_nan = False
         self.prog.leaves.append(np.array(a, order="C"))  # 0-d stays 0-d
@@ -255,7 +269,7 @@ class Drawer:
     def leaf_shape(self):
         rank = self.draw(st.integers(0, 3))
         shape = [self.draw(st.integers(1, 5)) for _ in range(rank)]
-        if rank and self.draw(st.integers(0, 9)) == 0:
+        if rank and self.large_leaves and self.draw(st.integers(0, 9)) == 0:
             shape[-1] = self.choice([64, 257])        # a longer row
             if rank > 1 and self.draw(st.booleans()):
                 shape[0] = 160                       # large enough for OpenMP threads
@@ -274,11 +288,12 @@ class Drawer:
             return None
         try:
             t = _apply(op, [self.pool[j].t for j in args], params)
-        except (lr.LazyrtError, TypeError, ValueError, IndexError):
+        except (lr.LazyrtError, TypeError, ValueError, IndexError, OverflowError):
             return None
-        if np.dtype(t.dtype).kind in "iu":
-            limit = INT_BOUND.get(np.dtype(t.dtype), 127)
-            if bound is None or bound > limit:
+        if np.dtype(t.dtype).kind in "iu" and np.dtype(t.dtype).itemsize == 1:
+            bound = 255.0  # int8 and uint8 wrap around (as NumPy does): any value
+        elif np.dtype(t.dtype).kind in "iu":
+            if bound is None or bound > INT_BOUND[np.dtype(t.dtype)]:
                 return None
         elif np.dtype(t.dtype).kind == "b":
             bound = 1.0
@@ -301,11 +316,14 @@ class Drawer:
     def binary(self):
         a = self.pick()
         va = self.pool[a]
-        use_scalar = self.draw(st.integers(0, 4)) == 0
-        if use_scalar:
-            scalar = (self.choice([0.5, -1.5, 2.0, 3.0]) if va.is_float else
-                      self.choice([2, -3, 1]))
-            args, sb, nb, exact_b, nan_b = [a], abs(scalar), {"scalar": scalar}, True, False
+        use_scalar = self.draw(st.integers(0, 3)) == 0
+        if use_scalar:  # a weak Python scalar (NEP 50), on either side
+            scalar = self.choice(FLOAT_SCALARS if va.is_float or self.draw(st.booleans())
+                                 else INT_SCALARS)
+            nb = {"scalar": scalar, "reflected": self.draw(st.booleans())}
+            # an int tensor with a float scalar is a float64 result, rounded
+            exact_b = va.is_float or type(scalar) is not float
+            args, sb, exact_b, nan_b = [a], abs(scalar), exact_b, False
         else:
             b = self.partner(a)
             vb = self.pool[b]
@@ -316,10 +334,9 @@ class Drawer:
         if kind < 2 and exact:
             op = self.choice(COMPARE)
             return self.record(op, args, nb, True, 1.0, False)
-        if va.dtype.kind in "iub" and (use_scalar or self.pool[args[1]].dtype.kind in "iub"):
-            op = self.choice(INT_BINARY)
-        else:
-            op = self.choice(FLOAT_BINARY)
+        other_int = type(nb["scalar"]) is not float if use_scalar else \
+            self.pool[args[1]].dtype.kind in "iub"
+        op = self.choice(INT_BINARY if va.dtype.kind in "iub" and other_int else FLOAT_BINARY)
         bound = {"add": va.bound + sb, "sub": va.bound + sb, "mul": va.bound * sb,
                  "maximum": max(va.bound, sb), "minimum": max(va.bound, sb),
                  "safe_div": va.bound, "floor_divide": va.bound, "remainder": 7.0,
@@ -488,10 +505,10 @@ class Drawer:
         return self.record("matmul", [a, w], {}, False, va.bound * 3 * k,
                            va.may_nan or self.pool[w].may_nan)
 
-    def program(self) -> Program:
+    def program(self, fewest=8, most=20) -> Program:
         for _ in range(self.draw(st.integers(1, 3))):
             self.new_leaf(self.leaf_shape())
-        n_ops = self.draw(st.integers(8, 20), label="n_ops")
+        n_ops = self.draw(st.integers(fewest, most), label="n_ops")
         families = [self.binary] * 6 + [self.unary] * 4 + [self.view] * 5 + \
             [self.reduction] * 3 + [self.where, self.cast, self.matmul]
         made = 0
@@ -562,21 +579,26 @@ def assert_same(got, want, where):
                                err_msg=where)
 
 
-@settings(max_examples=MAX_EXAMPLES, deadline=None, phases=PHASES)
-@given(st.data())
-def test_random_dag_matches_numpy_backend(data):
-    lr.sync()
-    with lr.backend("numpy"):
-        drawer = Drawer(data)
-        program = drawer.program()
-        note(program.listing())
-        outs = [drawer.pool[j].t for j in program.outputs]
-        lr.sync(*outs)
-        expected = [o.numpy() for o in outs]
-        del drawer, outs
-    with lr.backend("c"):
+def test_random_dag_matches_eager_numpy(backend, record_property):
+    programs, fewest, most, large_leaves = BUDGET.get(backend, DEFAULT_BUDGET)
+    count = []
+
+    @settings(max_examples=programs, deadline=None, phases=PHASES)
+    @given(st.data())
+    def one_program(data):
+        count.append(1)
+        lr.sync()
+        with lr.backend("numpy"):
+            drawer = Drawer(data, large_leaves)
+            program = drawer.program(fewest, most)
+            note(program.listing())
+            expected = [drawer.pool[j].t.numpy() for j in program.outputs]
+            del drawer
         got = replay(program)
         lr.sync(*got)
         got = [g.numpy() for g in got]
-    for k, (g, w) in enumerate(zip(got, expected)):
-        assert_same(g, w, f"output {k} (v{program.outputs[k]})")
+        for k, (g, w) in enumerate(zip(got, expected)):
+            assert_same(g, w, f"output {k} (v{program.outputs[k]}) on {backend}")
+
+    one_program()
+    record_property("random_programs", len(count))
