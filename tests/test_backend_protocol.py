@@ -65,3 +65,13 @@ def test_compiled_backends_do_not_reach_into_the_op_table():
     for module in (c, triton):
         text = inspect.getsource(module)
         assert ".ref(" not in text and '"concat"' not in text and "op.name" not in text, module
+
+
+def test_hand_written_kernels_import_nothing_from_codegen():
+    import os
+    import lazyrt.kernels
+    folder = os.path.dirname(lazyrt.kernels.__file__)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".py", ".c", ".h")):
+            with open(os.path.join(folder, name)) as f:
+                assert "codegen" not in f.read(), name

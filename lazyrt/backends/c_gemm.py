@@ -32,77 +32,16 @@ from .. import dtypes as D
 #: below this many multiply-adds a matmul runs on the calling thread only
 PARALLEL_FLOPS = 1 << 18
 
-GEMM_SOURCE = r"""
-/* lazyrt GEMM driver: BLAS on lazyrt's own OpenMP threads (see c_gemm.py) */
-#include <stdint.h>
-#include <pthread.h>
-#include <omp.h>
 
-typedef void (*lz_sgemm_t)(int, int, int, int64_t, int64_t, int64_t, float,
-                           const float *, int64_t, const float *, int64_t, float, float *, int64_t);
-typedef void (*lz_dgemm_t)(int, int, int, int64_t, int64_t, int64_t, double,
-                           const double *, int64_t, const double *, int64_t, double, double *,
-                           int64_t);
-typedef int (*lz_get_threads_t)(void);
-typedef void (*lz_set_threads_t)(int);
+def _gemm_source() -> str:
+    """The hand-written driver, ``kernels/lazyrt_gemm.c`` (installed with the headers)."""
+    from .c_compiler import kernels_dir
+    with open(os.path.join(kernels_dir(), "lazyrt_gemm.c")) as f:
+        return f.read()
 
-enum { LZ_ROW_MAJOR = 101, LZ_NO_TRANS = 111, LZ_TRANS = 112 };
 
-static pthread_mutex_t lz_lock = PTHREAD_MUTEX_INITIALIZER;
-static int lz_active = 0, lz_saved = 1;
-
-/* bufs: A, B, C. ia: gemm, get_threads, set_threads (addresses), is_double,
-   M, N, K, A offset, A transposed, lda, B offset, B transposed, ldb, ldc,
-   parallel (0/1). C is contiguous M x N. */
-void lz_gemm(char *const *restrict bufs, const int64_t *restrict ia, const double *restrict fa)
-{
-    (void)fa;
-    const int is_double = (int)ia[3];
-    const int64_t M = ia[4], N = ia[5], K = ia[6];
-    const int64_t aoff = ia[7], lda = ia[9], boff = ia[10], ldb = ia[12], ldc = ia[13];
-    const int ta = ia[8] ? LZ_TRANS : LZ_NO_TRANS, tb = ia[11] ? LZ_TRANS : LZ_NO_TRANS;
-    lz_get_threads_t get_threads = (lz_get_threads_t)(uintptr_t)ia[1];
-    lz_set_threads_t set_threads = (lz_set_threads_t)(uintptr_t)ia[2];
-    const size_t esize = is_double ? 8 : 4;
-    const char *A = bufs[0] + aoff * esize, *B = bufs[1] + boff * esize;
-    char *C = bufs[2];
-    const int split_rows = M >= N;
-
-    pthread_mutex_lock(&lz_lock);
-    if (lz_active++ == 0) {
-        lz_saved = get_threads();
-        set_threads(1);
-    }
-    pthread_mutex_unlock(&lz_lock);
-
-    #pragma omp parallel if(ia[14])
-    {
-        const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-        const int64_t n = split_rows ? M : N;
-        const int64_t lo = n * t / T, hi = n * (t + 1) / T;
-        if (hi > lo) {
-            /* the block's first row of A and C, or first column of B and C */
-            const int64_t m = split_rows ? hi - lo : M, nn = split_rows ? N : hi - lo;
-            const int64_t astep = split_rows ? lo * (ta == LZ_NO_TRANS ? lda : 1) : 0;
-            const int64_t bstep = split_rows ? 0 : lo * (tb == LZ_NO_TRANS ? 1 : ldb);
-            const int64_t cstep = split_rows ? lo * ldc : lo;
-            if (is_double)
-                ((lz_dgemm_t)(uintptr_t)ia[0])(LZ_ROW_MAJOR, ta, tb, m, nn, K, 1.0,
-                    (const double *)A + astep, lda, (const double *)B + bstep, ldb, 0.0,
-                    (double *)C + cstep, ldc);
-            else
-                ((lz_sgemm_t)(uintptr_t)ia[0])(LZ_ROW_MAJOR, ta, tb, m, nn, K, 1.0f,
-                    (const float *)A + astep, lda, (const float *)B + bstep, ldb, 0.0f,
-                    (float *)C + cstep, ldc);
-        }
-    }
-
-    pthread_mutex_lock(&lz_lock);
-    if (--lz_active == 0)
-        set_threads(lz_saved);
-    pthread_mutex_unlock(&lz_lock);
-}
-"""
+#: the C source of ``lz_gemm`` (compiled once, cached like a generated kernel)
+GEMM_SOURCE = _gemm_source()
 
 #: (sgemm, dgemm, get threads, set threads) symbol names of ILP64 OpenBLAS builds
 _SYMBOLS = (

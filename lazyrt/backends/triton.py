@@ -2,7 +2,7 @@
 
 A program is the planner's steps (planned with ``fuse_matmul_epilogue=True``)
 bound to runnable pieces: generated kernels (:mod:`lazyrt.codegen.triton`),
-the matmul template with its fused epilogue (:mod:`lazyrt.kernels.triton_matmul`)
+the matmul template with its fused epilogue (:mod:`lazyrt.codegen.triton_matmul`)
 and the opaque movement ops (torch; NumPy on the CPU).
 
 Buffers are torch tensors on ``cuda``, or torch CPU tensors under
@@ -421,7 +421,7 @@ class TritonBackend:
 
     def _build(self, step, the_plan) -> Built:
         from ..codegen.triton import emit_triton
-        from ..kernels.triton_matmul import emit_matmul
+        from ..codegen.triton_matmul import emit_matmul
         buffers = the_plan.buffers
         if isinstance(step, KernelStep):
             tk = emit_triton(step.spec, self.persistent_max)

@@ -1,5 +1,9 @@
 """Triton matmul template with an epilogue hook (source text, filled per step).
 
+An emitter like :mod:`lazyrt.codegen.triton`, whose helpers it reuses: it
+lives in ``codegen/``, since ``kernels/`` (hand-written pieces) imports
+nothing from ``codegen/``.
+
 One program per ``BLOCK_M x BLOCK_N`` output tile (grouped ordering for L2
 reuse) and per batch index, flattened into one grid axis; batch strides per
 operand (0 where the operand is broadcast). The K loop accumulates with
