@@ -1,4 +1,4 @@
-"""Triton matmul template with an epilogue hook (source text, filled per step).
+"""Triton matmul template with an epilogue hook (source text, filled per matmul).
 
 An emitter like :mod:`lazyrt.codegen.triton`, whose helpers it reuses: it
 lives in ``codegen/``, since ``kernels/`` (hand-written pieces) imports
@@ -13,8 +13,10 @@ KernelSpec (``MatmulStep.epilogue``: its ``inputs[0]`` is the product) is
 emitted inline on the accumulator tile, so ``gelu(x @ w + b)`` and a
 residual add are ONE kernel; the product itself is never stored.
 
-Pure like the emitters: :func:`emit_matmul` returns source text and launch
-metadata; :mod:`lazyrt.backends.triton` compiles and launches it.
+Pure like the emitters: :func:`emit_matmul` takes a :class:`MatmulSpec` (the
+operands' buffers and views, the product's buffer, shape and dtype: no
+planner step) plus the epilogue's KernelSpec, and returns source text and
+launch metadata; :mod:`lazyrt.backends.triton` compiles and launches it.
 """
 from __future__ import annotations
 
@@ -26,6 +28,23 @@ from lazyrt.codegen.triton import (HEADER, EmitError, _COMPUTE_T, expression, lo
                                    scalar_loads, store_value, triton_cdiv)
 from lazyrt.kernel_ir import IndexMap
 from lazyrt.strided import contiguous_strides
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    """One matmul, as the emitter needs it: ``out = a @ b`` over buffers.
+
+    ``a_view`` and ``b_view`` are strided views (offset, shape, strides in
+    elements; batch dims broadcast by stride 0) of buffers ``a`` and ``b``;
+    ``out`` is the product's buffer, contiguous, of ``shape`` and ``dtype``.
+    """
+    a: int
+    a_view: object
+    b: int
+    b_view: object
+    out: int
+    shape: tuple
+    dtype: int
 
 
 @dataclass(frozen=True)
@@ -60,17 +79,17 @@ def _batch_strides(view, batch_shape):
     return out
 
 
-def emit_matmul(step, buffers) -> MatmulKernel:
-    """Source of the matmul kernel for ``step`` (a planner MatmulStep)."""
-    out_buf = buffers[step.out]
-    shape = tuple(out_buf.shape)
-    code = out_buf.dtype
-    a, b = step.a.view, step.b.view
+def emit_matmul(mm: MatmulSpec, ep=None) -> MatmulKernel:
+    """Source of the matmul kernel for ``mm``, with the pointwise KernelSpec
+    ``ep`` (its ``inputs[0]`` is the product, at full rank) applied to each
+    output tile before it is stored; without ``ep`` the product is stored."""
+    shape = tuple(mm.shape)
+    code = mm.dtype
+    a, b = mm.a_view, mm.b_view
     M, N = shape[-2], shape[-1]
     K = a.shape[-1]
     batch_shape = shape[:-2]
     nb = len(batch_shape)
-    ep = step.epilogue
     name = ep.name if ep is not None else f"k_matmul_{len(shape)}d"
     comment = ep.comment if ep is not None else "matmul"
     params, iargs, lines = [], [], []
@@ -103,7 +122,7 @@ def emit_matmul(step, buffers) -> MatmulKernel:
         outs = list(ep.outputs)
     else:
         ins = []
-        outs = [_Out(step.out, code, IndexMap(0, contiguous_strides(shape)))]
+        outs = [_Out(mm.out, code, IndexMap(0, contiguous_strides(shape)))]
     for k, io in enumerate(ins, start=1):
         _io_args(arg, f"in{k}", io.index)
     for k, io in enumerate(outs):
@@ -188,7 +207,7 @@ def emit_matmul(step, buffers) -> MatmulKernel:
             "@triton.jit",
             f"def {name}({', '.join(ptrs + ['fa'] + params + consts)}):"]
     source = HEADER + "\n\n" + "\n".join(head + lines) + "\n"
-    bufs = (step.a.buffer, step.b.buffer) + tuple(i.buffer for i in ins) + \
+    bufs = (mm.a, mm.b) + tuple(i.buffer for i in ins) + \
         tuple(o.buffer for o in outs)
     batch = math.prod(batch_shape)
     return MatmulKernel(name, source, bufs, tuple(iargs), M, N, batch,
@@ -200,8 +219,6 @@ class _Out:
     buffer: int
     dtype: int
     index: IndexMap
-
-
 
 
 def _io_args(arg, prefix, imap):

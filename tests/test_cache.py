@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import lazyrt as lr

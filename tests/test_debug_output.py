@@ -21,7 +21,6 @@ the ones above them check the C backend's details.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess

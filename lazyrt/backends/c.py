@@ -22,10 +22,10 @@ from .. import _launch
 from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
-from ..planner import KernelStep, MatmulStep, OpaqueStep, plan
+from ..planner import KernelStep, MatmulStep, plan
+from . import host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import CCompiler
-from . import host
 from .c_gemm import GEMM_SOURCE, gemm_args
 
 

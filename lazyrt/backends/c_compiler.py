@@ -17,12 +17,16 @@ else ``~/.cache/lazyrt``), one folder per lazyrt version::
 in ``lazyrt/kernels``, the compiler (path and ``--version``), the flags, the
 host CPU (``-march=native``) and the lazyrt version.
 
+Whole-line ``/* comments */`` are not part of the key: a kernel whose header
+comment names other user lines (the code moved) reuses the binary.
+
 An entry whose bytes match their checksum but that the loader rejects is
 evicted and rebuilt once. A cache that cannot be created or written (a
 read-only ``$HOME``, a read-only shared cache) still serves the binaries it
 has; new ones go to a private temporary folder (0700, removed at exit), with a
 :class:`~lazyrt.errors.PerformanceWarning`: correct, but compiled again in
-every process.
+every process. The folders, atomic writes and that fallback are
+:mod:`lazyrt.cache`'s, shared with the Triton backend.
 """
 from __future__ import annotations
 

@@ -421,7 +421,7 @@ class TritonBackend:
 
     def _build(self, step, the_plan) -> Built:
         from ..codegen.triton import emit_triton
-        from ..codegen.triton_matmul import emit_matmul
+        from ..codegen.triton_matmul import MatmulSpec, emit_matmul
         buffers = the_plan.buffers
         if isinstance(step, KernelStep):
             tk = emit_triton(step.spec, self.persistent_max)
@@ -430,7 +430,9 @@ class TritonBackend:
                          step.spec.comment, tk.source, "triton", outcome,
                          step.spec.bytes_moved())
         if isinstance(step, MatmulStep):
-            mk = emit_matmul(step, buffers)
+            out = buffers[step.out]
+            mk = emit_matmul(MatmulSpec(step.a.buffer, step.a.view, step.b.buffer, step.b.view,
+                                        step.out, tuple(out.shape), out.dtype), step.epilogue)
             fn, outcome = self.cache.load(mk.name, mk.source)
             ep = step.epilogue
             nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
