@@ -334,7 +334,8 @@ def test_python_operators_and_builtins(backend):
     t, ti = lr.tensor(a), lr.tensor(i)
     assert_matches(abs(t), np.abs(a))
     assert_matches(-t, -a)
-    assert (+t) is t
+    assert (+t) is not t  # a new tensor, as +ndarray is a copy
+    assert_matches(+t, a)
     assert_matches(~ti, ~i)
     assert_matches(abs(ti), np.abs(i))
     assert_matches(2 - t, 2 - a)
