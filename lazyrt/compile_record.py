@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: cache outcomes of a kernel
 COMPILED = "compiled"        # built from source by this compile
@@ -35,9 +36,9 @@ _EXTENSIONS = {"c": ".c", "triton": ".py"}
 _NAME_COMMENT = {"c": "/* {} */", "triton": "# {}"}
 
 
-@dataclass(frozen=True)
-class KernelRecord:
-    """One launch of a program, as compiled."""
+class KernelRecord(NamedTuple):
+    """One launch of a program, as compiled (immutable; a NamedTuple because
+    the numpy backend makes one per op, 100k for a long graph)."""
     name: str                 # k3_fused_mul_add_relu: the name in the plan and in debug lines
     ops: tuple                # the op names it runs, in body order
     comment: str = ""         # the kernel's header comment: fused ops and the user's lines

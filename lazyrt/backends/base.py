@@ -84,11 +84,10 @@ def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
     launches, kernels = [], []
     for step in the_plan.steps:
         t = perf_counter()
-        built = build_step(step, the_plan)
-        seconds = perf_counter() - t
-        launches.append(built.launch)
-        kernels.append(KernelRecord(built.name, tuple(built.ops), built.comment, built.source,
-                                    built.language, seconds, built.cache, built.bytes_moved))
+        launch, name, ops, comment, source, language, cache, nbytes = build_step(step, the_plan)
+        launches.append(launch)
+        kernels.append(KernelRecord(name, tuple(ops), comment, source, language,
+                                    perf_counter() - t, cache, nbytes))
     record = CompileRecord(backend.name, backend.device, graph, the_plan, tuple(kernels),
                            perf_counter() - t0)
     return the_plan, launches, record

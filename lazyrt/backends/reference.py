@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .. import ops
+from ..compile_record import NOT_COMPILED
 from .base import Built, compile_graph
 
 
@@ -23,6 +24,7 @@ class ReferencePlan:
         self.graph = graph
         self.steps = tuple(i for i, n in enumerate(graph.nodes) if n.op.kind != ops.LEAF)
         self.number = {i: k for k, i in enumerate(self.steps)}
+        self.nbytes = [_nbytes(n) for n in graph.nodes]
         self.unfused = ()
 
     def describe(self) -> str:
@@ -33,10 +35,6 @@ class ReferencePlan:
             args = ", ".join(f"%{j}" for j in nodes[i].inputs)
             lines.append(f"step {k}: %{i} = {nodes[i].op.name}({args}) (NumPy)")
         return "\n".join(lines)
-
-
-def _step_name(k, node) -> str:
-    return f"k{k}_{node.op.name}"
 
 
 class ReferenceProgram:
@@ -88,11 +86,14 @@ class ReferenceBackend:
 
     @staticmethod
     def _build(i, the_plan) -> Built:
-        nodes = the_plan.graph.nodes
-        node = nodes[i]
-        nbytes = sum(_nbytes(nodes[j]) for j in node.inputs) + _nbytes(node)
-        return Built(None, _step_name(the_plan.number[i], node), (node.op.name,),
-                     f"{node.op.name} in NumPy", bytes_moved=nbytes)
+        node = the_plan.graph.nodes[i]
+        sizes = the_plan.nbytes
+        nbytes = sizes[i]
+        for j in node.inputs:
+            nbytes += sizes[j]
+        name = node.op.name
+        return Built(None, f"k{the_plan.number[i]}_{name}", (name,), f"{name} in NumPy",
+                     "", "", NOT_COMPILED, nbytes)
 
 
 def _nbytes(node) -> int:
