@@ -4,7 +4,7 @@ helpers in ``lazyrt.kernels.triton_math``).
 
 Which one an op uses is a fact of its entry in the op table (``lazyrt/ops.py``,
 ``lower["triton"]``); this module holds no per-op table.
-:mod:`lazyrt.codegen.triton` lays out the programs; ``kernels/triton_matmul.py``
+:mod:`lazyrt.codegen.triton` lays out the programs; ``codegen/triton_matmul.py``
 reuses :func:`expression` for its epilogue.
 """
 from __future__ import annotations
