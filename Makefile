@@ -12,7 +12,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 
-$(STAMP): $(PY) setup.py pyproject.toml lazyrt/_recorder.pyx lazyrt/_launch.pyx
+$(STAMP): $(PY) setup.py pyproject.toml $(wildcard lazyrt/*.pyx lazyrt/*.pxd)
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q "Cython>=3.0" numpy
 	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
