@@ -319,7 +319,8 @@ class Program:
             a = np.where(rng.random(n) < 0.9, rng.integers(-9, 10, n), rng.choice(pool, n))
             return np.clip(np.abs(a) if info.min == 0 else a, info.min, info.max) \
                 .astype(dtype).reshape(shape)
-        specials = np.array([s for s in SCALARS if type(s) is not bool] + F16_TIES, np.float64)
+        specials = np.array([s for s in SCALARS if type(s) is not bool] + F16_TIES * 4,
+                            np.float64)
         kind = rng.integers(0, 4, n)
         a = np.select([kind == 0, kind == 1, kind == 2],
                       [rng.uniform(-4, 4, n), rng.integers(-5, 6, n) / 2.0,
