@@ -39,9 +39,6 @@ class IndexMap:
     offset: int
     strides: tuple
 
-    def shifted(self, axis_order) -> "IndexMap":
-        return IndexMap(self.offset, tuple(self.strides[a] for a in axis_order))
-
 
 @dataclass(frozen=True)
 class KernelInput:

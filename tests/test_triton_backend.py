@@ -341,7 +341,7 @@ def test_kernel_counts_match_the_c_backend():
 
 # --- the backend itself ------------------------------------------------------------
 
-def test_generated_source_is_readable():
+def test_kernel_is_named_after_its_fused_ops_with_a_header_comment():
     from lazyrt.codegen.triton import emit_triton
     from lazyrt.graph import Graph  # noqa: F401 - the plan comes from a real run
     from lazyrt.planner import plan

@@ -50,7 +50,6 @@ from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 # A line that holds a comment and nothing else.
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def cuda_device_present() -> bool:
