@@ -51,7 +51,6 @@ from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)
 
 
-
 def cuda_device_present() -> bool:
     """A real GPU that torch can use (the interpreter does not count). The
     device-node test keeps this cheap where there is none: no torch import."""
