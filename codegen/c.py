@@ -27,6 +27,7 @@ from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
 
 from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const
 from .c_reduce import ReductionEmitter, is_costly
+from .lowering import ComputeType
 
 
 _PRELUDE = """\
@@ -37,6 +38,8 @@ _PRELUDE = """\
 #include "lazyrt_math.h"
 /* float16 values are computed in float and rounded after every op, as NumPy does */
 static inline float lz_h(float x) { return (float)(_Float16)x; }
+/* double to float16 in one rounding (through float it would round twice) */
+static inline float lz_hd(double x) { return (float)(_Float16)x; }
 static inline int64_t lz_ipow(int64_t a, int64_t b) {
     if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
     uint64_t r = 1, x = (uint64_t)a;
@@ -124,7 +127,7 @@ class _Emitter(ReductionEmitter):
     # -- expressions --
     def expr(self, sid: int) -> str:
         st = self.s.body[sid]
-        t = _COMPUTE_T[st.dtype]
+        t = ComputeType(_COMPUTE_T[st.dtype], st.dtype)
         if st.op == "load":
             return f"({t})in{st.attr}[{self.index(f'in{st.attr}', self.s.inputs[st.attr].index)}]"
         if st.op == "scalar":

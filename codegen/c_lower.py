@@ -45,7 +45,7 @@ def _fmt_const(value, code) -> str:
 
 
 # --- lowerings: each takes (code, t, *operands) and returns a C expression -----
-# ``code`` is the operands' dtype, ``t`` the result's C compute type. The op
+# ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's C compute type. The op
 # table (lazyrt/ops.py) names one per op; float16 is computed in float and
 # rounded after every op by the emitter.
 
@@ -178,9 +178,13 @@ def invert(code, t, a):
 
 
 def cast(code, t, a):
-    """astype: to bool is ``!= 0`` (bool alone computes in ``int``); otherwise C's
-    conversion (float16 is rounded by the emitter, as after every op)."""
-    return f"({a} != 0)" if t == _COMPUTE_T[D.BOOL] else f"({t}){a}"
+    """astype: to bool is ``!= 0``; double to float16 rounds once, directly;
+    otherwise C's conversion (float16 is rounded by the emitter, as after every op)."""
+    if t.dtype == D.BOOL:
+        return f"({a} != 0)"
+    if t.dtype == D.FLOAT16 and code == D.FLOAT64:
+        return f"lz_hd({a})"
+    return f"({t}){a}"
 
 
 def select(code, t, c, a, b):

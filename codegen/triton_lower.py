@@ -13,6 +13,8 @@ import math
 
 from lazyrt import dtypes as D
 
+from .lowering import ComputeType
+
 _STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
             D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",
             D.FLOAT64: "tl.float64"}
@@ -45,7 +47,7 @@ def fmt_const(value, code) -> str:
 
 
 # --- lowerings: each takes (code, t, *operands) and returns a Triton expression ---
-# ``code`` is the operands' dtype, ``t`` the result's compute type. The op table
+# ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's compute type. The op table
 # (lazyrt/ops.py) names one per op; float16 is computed in float32 and rounded
 # after every op by :func:`expression`.
 
@@ -165,8 +167,13 @@ def invert(code, t, a):
 
 
 def cast(code, t, a):
-    """astype: to bool is ``!= 0``, else Triton's conversion."""
-    return f"({a} != 0)" if t == _COMPUTE_T[D.BOOL] else f"{a}.to({t})"
+    """astype: to bool is ``!= 0``; float64 to float16 rounds once, directly;
+    else Triton's conversion."""
+    if t.dtype == D.BOOL:
+        return f"({a} != 0)"
+    if t.dtype == D.FLOAT16 and code == D.FLOAT64:
+        return f"{a}.to(tl.float16).to({t})"
+    return f"{a}.to({t})"
 
 
 def select(code, t, c, a, b):
@@ -177,7 +184,7 @@ def expression(spec, st, var) -> str:
     """The Triton expression of body statement ``st`` (not load/scalar/reduce):
     the op table's Triton lowering of ``st.op``. ``var(sid)`` names the value of
     statement ``sid``. Shared by the matmul epilogue emitter."""
-    t = _COMPUTE_T[st.dtype]
+    t = ComputeType(_COMPUTE_T[st.dtype], st.dtype)
     if st.op == "const":
         return fmt_const(st.attr, st.dtype)
     lower = st.op.lower.get("triton")

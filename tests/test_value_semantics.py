@@ -171,3 +171,21 @@ def test_creation_with_dtype_none_gives_the_default_float(backend, make):
 def test_eye_and_linspace_with_dtype_none_give_the_default_float():
     assert lr.eye(3, dtype=None).dtype == np.float64
     assert lr.linspace(0, 1, 5, dtype=None).dtype == np.float64
+
+
+def test_float64_to_float16_rounds_once_like_numpy(backend):
+    # each value sits just above a float16 rounding tie: through float32 it rounds to
+    # the tie, then to even (2048, 1.0, -0.5); NumPy rounds once (2050, 1.001, -0.5005)
+    rng = np.random.default_rng(11)
+    ties = np.array([2049.0000001, 1 + 2**-11 + 2**-30, -(0.5 + 2**-12 + 2**-35)])
+    halfway = (np.arange(1, 2000, dtype=np.float16).astype(np.float64)
+               + np.spacing(np.arange(1, 2000, dtype=np.float16)).astype(np.float64) / 2)
+    a = np.concatenate([ties, halfway * (1 + 1e-12), halfway * (1 - 1e-12),
+                        rng.standard_normal(500) * 1e4])
+    assert_exact(lr.tensor(a).astype("float16"), a.astype(np.float16))
+    x = lr.zeros(len(a), "float16")
+    x += lr.tensor(a)
+    assert_exact(x, a.astype(np.float16))
+    y = lr.zeros(3, "float16")
+    y[...] = 1.0004882821440697
+    assert_exact(y, np.full(3, 1.0004882821440697).astype(np.float16))
