@@ -46,9 +46,8 @@ def _fmt_const(value, code) -> str:
 
 # --- lowerings: each takes (code, t, *operands) and returns a C expression -----
 # ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's
-# C compute type. The op
-# table (lazyrt/ops.py) names one per op; float16 is computed in float and
-# rounded after every op by the emitter.
+# C compute type. The op table (lazyrt/ops.py) names one per op; float16 is
+# computed in float and rounded after every op by the emitter.
 
 def wrap_int(sym):
     """+ - *: floats as is, bool as | / &, ints wrapping through unsigned (NumPy's)."""

@@ -48,9 +48,8 @@ def fmt_const(value, code) -> str:
 
 # --- lowerings: each takes (code, t, *operands) and returns a Triton expression ---
 # ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's
-# compute type. The op table
-# (lazyrt/ops.py) names one per op; float16 is computed in float32 and rounded
-# after every op by :func:`expression`.
+# compute type. The op table (lazyrt/ops.py) names one per op; float16 is
+# computed in float32 and rounded after every op by :func:`expression`.
 
 def arith(sym):
     """+ - *: bool as | & ^ (NumPy's bool arithmetic), else the operator."""
