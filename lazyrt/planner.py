@@ -18,6 +18,7 @@ Legality lives in :class:`_KernelBuilder` (an illegal fusion raises
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from . import ops
@@ -150,14 +151,117 @@ class _Planner:
         return v
 
     def run(self) -> Plan:
-        for _ in range(4 * len(self.nodes) + 4):
+        for attempt in range(4 * len(self.nodes) + 4):
             try:
                 return self._attempt()
             except _Replan as r:
                 if r.node in self.must:
                     raise AssertionError(f"lazyrt internal: planner loops on %{r.node}")
                 self.must[r.node] = r.reason
+                if attempt == 0:
+                    self._probe()  # the replans still to come, at a fraction of the cost
         raise AssertionError("lazyrt internal: planner did not converge")
+
+    def _probe(self):
+        """Add to ``must`` the nodes ``run``'s attempts would add, one _Replan
+        at a time, without their cost. An attempt starts over from the first
+        kernel each time, so a chain of n replans (a transpose or a row softmax
+        per layer) cost n whole attempts. Here the kernels are built in the
+        same order and each build is remembered with the nodes whose buffer
+        status it consulted; after a replan, the work goes back only to the
+        first kernel that consulted the new buffer node (the one that failed,
+        usually), reusing every build since that is still valid. Node numbers
+        stand for buffer numbers; ``_attempt`` then builds the plan once."""
+        looked = set()   # nodes whose buffer status the current build consulted
+
+        def is_buffer_node(i):
+            looked.add(i)
+            return _Planner.is_buffer_node(self, i)
+
+        def view_base(i):
+            base, chain = _Planner.view_base(self, i)
+            looked.update(chain)
+            looked.add(base)
+            return base, chain
+
+        self.is_buffer_node, self.view_base = is_buffer_node, view_base
+        try:
+            builds = {}  # root -> (nodes consulted, side outputs) of a still valid build
+            readers = {}  # node -> roots whose remembered build consulted it
+            for _ in range(4 * len(self.nodes) + 4):
+                if self._probe_pass(looked, builds, readers):
+                    return
+        except _Replan:
+            return  # a node replanned twice: _attempt reports it
+        finally:
+            del self.is_buffer_node, self.view_base
+
+    def _probe_pass(self, looked, builds, readers) -> bool:
+        """Every root once, as ``_attempt`` visits them; False when an output's
+        view changed and the pass must start over."""
+        nodes, must = self.nodes, self.must
+        looked.clear()
+        roots = set(must)
+        for o in self.g.outputs:
+            base, _ = self.view_base(o)
+            if not (self.is_buffer_node(base) and base != o or nodes[o].op is ops.DATA):
+                roots.add(o)
+        for_outputs = set(looked)
+        scalars = [p for p in self.g.params if nodes[p].op is ops.SCALAR]
+        scalar_of = {p: k for k, p in enumerate(scalars)}
+        buf_of = {p: p for p in self.g.params if p not in scalar_of}
+        buf_of.update((i, i) for i in roots)
+        todo = [-i for i in roots]         # a max-heap: consumers first, as in _attempt
+        heapq.heapify(todo)
+        done, position = [], {}            # roots visited, in order, and their places
+        stored = {}                        # side output -> how many visited kernels store it
+        while todo:
+            i = -heapq.heappop(todo)
+            sides = ()
+            if not stored.get(i) and i not in builds:
+                looked.clear()
+                try:
+                    sides = self._probe_build(i, buf_of, scalar_of)
+                except _Replan as r:
+                    if r.node in must:
+                        raise
+                    must[r.node] = r.reason
+                    stale = [k for k in readers.pop(r.node, ()) if builds.pop(k, None)]
+                    if r.node in for_outputs or r.node >= i:
+                        return False
+                    heapq.heappush(todo, -i)
+                    if r.node not in buf_of:
+                        buf_of[r.node] = r.node
+                        heapq.heappush(todo, -r.node)
+                    first = min((position[k] for k in stale if k in position), default=None)
+                    while first is not None and len(done) > first:
+                        k, k_sides = done.pop()   # visited again, after the new buffer
+                        del position[k]
+                        for j in k_sides:
+                            stored[j] -= 1
+                        heapq.heappush(todo, -k)
+                    continue
+                builds[i] = (frozenset(looked), sides)
+                for j in looked:
+                    readers.setdefault(j, set()).add(i)
+            elif not stored.get(i):
+                sides = builds[i][1]
+            position[i] = len(done)
+            done.append((i, sides))
+            for j in sides:
+                stored[j] = stored.get(j, 0) + 1
+        return True
+
+    def _probe_build(self, i, buf_of, scalar_of):
+        """Build root i's step as ``_attempt`` would; its side outputs."""
+        n = self.nodes[i]
+        if n.op.kind in _BOUNDARY_KINDS:
+            for j in n.inputs:
+                self.buffer_view(j, buf_of)
+            return frozenset()
+        kb = _KernelBuilder(self, i, buf_of, scalar_of, 0)
+        kb.build()
+        return frozenset(kb.side_outputs)
 
     def _attempt(self) -> Plan:
         nodes = self.nodes

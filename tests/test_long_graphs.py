@@ -133,6 +133,45 @@ def test_planning_a_chain_of_ten_thousand_steps(max_graph_nodes):
     assert len(fused.steps) == 5000 and all(s.epilogue is not None for s in fused.steps)
 
 
+def _row_softmax_chain(x, layers):
+    """``layers`` row softmaxes, each of the previous one's transpose."""
+    for _ in range(layers):
+        y = x.T
+        e = lr.exp(y - y.max(axis=1, keepdims=True))
+        x = e / e.sum(axis=1, keepdims=True)
+    return x
+
+
+def test_a_chain_of_replans_is_planned_in_one_attempt(max_graph_nodes, monkeypatch):
+    # each layer's kernel finds a reduction it cannot fuse and asks for it to
+    # be stored: the planner must not start the whole plan over each time
+    max_graph_nodes(10 ** 6)
+    x = _row_softmax_chain(lr.tensor(np.ones((4, 4), np.float32)), 300)
+    graph = Graph.from_capture(capture([x._node]))
+    del x
+    attempts = []
+    attempt = planner._Planner._attempt
+    monkeypatch.setattr(planner._Planner, "_attempt",
+                        lambda self: attempts.append(1) or attempt(self))
+    the_plan = planner.plan(graph)
+    assert len(attempts) == 2  # the first finds a replan; the probe finds the rest
+    assert len(the_plan.unfused) >= 600  # two replans a layer
+
+
+def test_a_replanned_chain_of_row_softmaxes_computes(backend, max_graph_nodes):
+    # the planning test above goes deeper: here each layer's kernels compile
+    layers = 12
+    max_graph_nodes(10 ** 6)
+    a = np.arange(24, dtype=np.float32).reshape(4, 6) / 24
+    want = a
+    for _ in range(layers):
+        y = want.T
+        e = np.exp(y - y.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+    got = _row_softmax_chain(lr.tensor(a), layers).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 # --- the automatic cut ---------------------------------------------------------
 
 def test_reading_a_value_each_step_never_cuts(backend, fresh_metrics, empty_cache,
