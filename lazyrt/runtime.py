@@ -7,8 +7,9 @@ miss the backend compiles the graph. Computed tensors keep their value and
 release the graph behind them.
 
 Environment: ``LAZYRT_BACKEND`` (default backend), ``LAZYRT_PROGRAM_CACHE_SIZE``
-(programs kept in memory, default 1024), ``LAZYRT_MAX_GRAPH_NODES`` (ops
-recorded without a full barrier before the graph is cut, default 100000),
+(programs kept in memory, default 1024), ``LAZYRT_MAX_GRAPH_NODES`` (the
+largest pending graph, in ops, before it is cut: computed, counted in
+``metrics.graph_cuts``; default 100000),
 ``LAZYRT_DEBUG=1`` (one line per executed graph on stderr).
 """
 from __future__ import annotations
