@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
 
-from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const
+from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const
 from .c_reduce import ReductionEmitter, is_costly
-from .lowering import ComputeType
+from .lowering import ComputeType, lower_statement
 
 
 _PRELUDE = """\
@@ -138,15 +138,7 @@ class _Emitter(ReductionEmitter):
         codes = [self.s.body[a].dtype for a in st.args]
         if st.op == "reduce":  # over no axes (size-1 axes were coalesced away)
             return self.reduce_identity(st, args[0], codes[0])
-        lower = st.op.lower.get("c")  # the op table's C lowering of this op
-        if lower is None:
-            raise EmitError(f"the C emitter has no lowering for op {st.op.name!r} "
-                            f"in kernel {self.s.name}")
-        try:
-            e = lower(codes[0], t, *args)
-        except EmitError as exc:
-            raise EmitError(f"the C emitter cannot lower {st.op.name} {exc} "
-                            f"in kernel {self.s.name}") from None
+        e = lower_statement("c", st, codes[0], t, args, self.s.name)
         if st.dtype == D.FLOAT16:
             e = f"lz_h({e})"
         return e

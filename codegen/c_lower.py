@@ -12,6 +12,8 @@ import math
 
 from lazyrt import dtypes as D
 
+from .lowering import EmitError
+
 _STORE_T = {D.BOOL: "uint8_t", D.INT8: "int8_t", D.UINT8: "uint8_t", D.INT32: "int32_t",
             D.INT64: "int64_t", D.FLOAT16: "_Float16", D.FLOAT32: "float",
             D.FLOAT64: "double"}
@@ -21,8 +23,6 @@ _UNSIGNED_T = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t",
 _INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
 
 
-class EmitError(Exception):
-    """The spec asks for something this emitter does not generate."""
 
 
 def _is_float(code):

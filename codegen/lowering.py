@@ -8,6 +8,10 @@ float16 computes in float, but must round once, from the source, to float16).
 from __future__ import annotations
 
 
+class EmitError(Exception):
+    """The spec asks for something an emitter does not generate."""
+
+
 class ComputeType(str):
     """A target type name (``"float"``, ``"tl.float32"``) that remembers the
     lazyrt dtype it computes (``dtype``)."""
@@ -18,3 +22,18 @@ class ComputeType(str):
         self = super().__new__(cls, name)
         self.dtype = dtype
         return self
+
+
+def lower_statement(target: str, st, code: int, t: ComputeType, args, kernel: str) -> str:
+    """The expression of op statement ``st`` from the op table's lowering for
+    ``target``; an op without one, or a dtype its lowering refuses, is an
+    :class:`EmitError` naming the op, the dtype and the kernel."""
+    lower = st.op.lower.get(target)
+    if lower is None:
+        raise EmitError(f"the {target} emitter has no lowering for op {st.op.name!r} "
+                        f"in kernel {kernel}")
+    try:
+        return lower(code, t, *args)
+    except EmitError as exc:
+        raise EmitError(f"the {target} emitter cannot lower {st.op.name} {exc} "
+                        f"in kernel {kernel}") from None

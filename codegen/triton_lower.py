@@ -13,7 +13,7 @@ import math
 
 from lazyrt import dtypes as D
 
-from .lowering import ComputeType
+from .lowering import ComputeType, EmitError, lower_statement
 
 _STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
             D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",
@@ -24,8 +24,6 @@ _INT_MIN = {D.INT8: -2**7, D.UINT8: 0, D.INT32: -2**31, D.INT64: -2**63, D.BOOL:
 _INT_MAX = {D.INT8: 2**7 - 1, D.UINT8: 255, D.INT32: 2**31 - 1, D.INT64: 2**63 - 1, D.BOOL: 1}
 
 
-class EmitError(Exception):
-    """The spec asks for something this emitter does not generate."""
 
 
 def _is_float(code):
@@ -187,18 +185,8 @@ def expression(spec, st, var) -> str:
     t = ComputeType(_COMPUTE_T[st.dtype], st.dtype)
     if st.op == "const":
         return fmt_const(st.attr, st.dtype)
-    lower = st.op.lower.get("triton")
     code = spec.body[st.args[0]].dtype if st.args else st.dtype
-    if st.op.kind == "pointwise" and len(st.args) == 3:  # where: the branches' dtype
-        code = spec.body[st.args[1]].dtype
-    if lower is None:
-        raise EmitError(f"the Triton emitter has no lowering for op {st.op.name!r} "
-                        f"in kernel {spec.name}")
-    try:
-        e = lower(code, t, *(var(a) for a in st.args))
-    except EmitError as exc:
-        raise EmitError(f"the Triton emitter cannot lower {st.op.name} {exc} "
-                        f"in kernel {spec.name}") from None
+    e = lower_statement("triton", st, code, t, [var(a) for a in st.args], spec.name)
     if st.dtype == D.FLOAT16:
         e = f"{e}.to(tl.float16).to(tl.float32)"
     return e
