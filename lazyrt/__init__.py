@@ -12,7 +12,7 @@ key, compiled on a miss, and run.
 from . import dtypes as _dtypes
 from .dtypes import bool_, int8, uint8, int32, int64, float16, float32, float64
 from .errors import (AxisError, BackendError, CompileError, DTypeError, LazyrtError,
-                     ShapeError)
+                     PerformanceWarning, ShapeError)
 from .tensor import Tensor
 from .creation import (arange, asarray, empty, empty_like, eye, full, full_like, linspace,
                        ones, ones_like, tensor, zeros, zeros_like)
