@@ -198,6 +198,8 @@ def hypot_generic(a, b):
         x = a.to(tl.float64)
         y = b.to(tl.float64)
         h = tl.sqrt(x * x + y * y).to(a.dtype)
+    # tl.maximum drops a NaN operand: put NaN back, then inf wins over NaN (C99 hypot)
+    h = tl.where((a != a) | (b != b), float("nan"), h)
     inf = (tl.abs(a) == float("inf")) | (tl.abs(b) == float("inf"))
     return tl.where(inf, float("inf"), h)
 
