@@ -123,17 +123,19 @@ cdef bint _is_internal(object code):
     return internal
 
 
-cdef void _take_source(Node n):
-    """Remember the innermost caller outside lazyrt (the user's line)."""
+cdef object _user_frame(int* offset):
+    """The code object of the innermost caller outside lazyrt (the user's call),
+    and its bytecode offset in ``offset``; None when every frame is lazyrt's."""
     cdef PyFrameObject* f = PyEval_GetFrame()
     cdef PyFrameObject* back
     cdef object code
+    cdef object found = None
     cdef bint owned = False
     while f != NULL:
         code = (<object><PyObject*>f).f_code  # (PyFrame_GetCode measured slower)
         if not _is_internal(code):
-            n.source_code = code
-            n.source_offset = lz_frame_at(f)
+            found = code
+            offset[0] = lz_frame_at(f)
             break
         back = PyFrame_GetBack(f)  # a new reference
         if owned:
@@ -141,6 +143,25 @@ cdef void _take_source(Node n):
         f, owned = back, True
     if owned and f != NULL:
         Py_XDECREF(<PyObject*>f)
+    return found
+
+
+cdef void _take_source(Node n):
+    """Remember the user's line that recorded ``n``."""
+    cdef int offset = 0
+    cdef object code = _user_frame(&offset)
+    if code is not None:
+        n.source_code = code
+        n.source_offset = offset
+
+
+def user_source():
+    """``(code, offset)`` of the user's call that reached lazyrt (``(None, 0)``
+    when there is none): the same rule that gives each node its source line.
+    Format it with :func:`source_line`."""
+    cdef int offset = 0
+    cdef object code = _user_frame(&offset)
+    return (code, offset)
 
 
 def source_line(object code, int offset):

@@ -9,15 +9,10 @@
 """
 from __future__ import annotations
 
-import os
-import sys
 from collections import Counter
 
 from . import _recorder
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-# lazyrt's own programs that use lazyrt as a user would: their lines are the answer
-_USER_CODE = frozenset(os.path.join(_PACKAGE_DIR, f) for f in ("demo.py",))
 
 _FIELDS = ("graphs_executed", "cache_hits", "cache_misses", "compiles", "compile_time_s",
            "disk_cache_hits", "kernel_launches", "execute_time_s", "materializations",
@@ -43,7 +38,8 @@ class Metrics:
     def count_materialization(self):
         self.materializations += 1
         # keyed by the code object and line: formatting "file:line" waits for a snapshot
-        self.materialized_at[_user_frame_key()] += 1
+        # the same user line the recorder gives each node (lazyrt's own frames skipped)
+        self.materialized_at[_recorder.user_source()] += 1
 
     def snapshot(self) -> dict:
         out = {"ops_recorded": _recorder.counters()["ops_recorded"]}
@@ -75,19 +71,10 @@ def _fmt(v):
     return f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
-def _user_frame_key():
-    """(code, line) of the innermost frame outside lazyrt (the user's call)."""
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR) \
-            and frame.f_code.co_filename not in _USER_CODE:
-        frame = frame.f_back
-    return (None, 0) if frame is None else (frame.f_code, frame.f_lineno)
-
-
 def _by_line(counts) -> dict:
     out = Counter()
-    for (code, line), n in counts.items():
-        out["<unknown>" if code is None else f"{code.co_filename}:{line}"] += n
+    for (code, offset), n in counts.items():
+        out[_recorder.source_line(code, offset) or "<unknown>"] += n
     return dict(out)
 
 
