@@ -96,15 +96,6 @@ def maxmin(kind):
     return lower
 
 
-def libm2(fn64):
-    """A float-only binary libm function (``hypot``): float, or ``fn64`` for double."""
-    def lower(code, t, a, b):
-        if not _is_float(code):
-            raise EmitError(f"on {D.NAMES[code]}")
-        return f"{fn64 if code == D.FLOAT64 else fn64 + 'f'}({a}, {b})"
-    return lower
-
-
 def negate(code, t, a):
     if _is_float(code):
         return f"(-{a})"
@@ -120,11 +111,12 @@ def absolute(code, t, a):
 
 
 def float_only(fn32, fn64):
-    """A float-only function: ``fn32`` for float16/float32, ``fn64`` for double."""
-    def lower(code, t, a):
+    """A float-only function of any arity: ``fn32`` for float16/float32, ``fn64``
+    for double (``exp``, ``hypot``...)."""
+    def lower(code, t, *args):
         if not _is_float(code):
             raise EmitError(f"on {D.NAMES[code]}")
-        return f"{fn64 if code == D.FLOAT64 else fn32}({a})"
+        return f"{fn64 if code == D.FLOAT64 else fn32}({', '.join(args)})"
     return lower
 
 

@@ -137,7 +137,7 @@ BITOR = _b("bitwise_or", np.bitwise_or, C.bitwise("|"), T.infix("|"))
 BITXOR = _b("bitwise_xor", np.bitwise_xor, C.bitwise("^"), T.infix("^"))
 LOGICAL_AND = _b("logical_and", np.logical_and, C.logical("&"), T.logical("&"))
 LOGICAL_OR = _b("logical_or", np.logical_or, C.logical("|"), T.logical("|"))
-HYPOT = _b("hypot", np.hypot, C.libm2("hypot"), T.float_only("lzm.hypot"),
+HYPOT = _b("hypot", np.hypot, C.float_only("hypotf", "hypot"), T.float_only("lzm.hypot"),
            "sqrt(a*a + b*b) without overflow; inf if either is inf, even beside NaN",
            cost=COSTLY)
 
