@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
+from lazyrt.planner.kernel_ir import KernelSpec, statement_levels, statements_needed
 
 from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const
 from .c_reduce import ReductionEmitter, is_costly

@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.kernel_ir import KernelSpec, statement_levels, statements_needed
+from lazyrt.planner.kernel_ir import KernelSpec, statement_levels, statements_needed
 
 from .triton_lower import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
                            load_expr, store_value)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt.codegen.triton import (HEADER, EmitError, _COMPUTE_T, expression, load_expr,
                                    scalar_loads, store_value, triton_cdiv)
-from lazyrt.kernel_ir import IndexMap
-from lazyrt.strided import contiguous_strides
+from lazyrt.planner.kernel_ir import IndexMap
+from lazyrt.planner.strided import contiguous_strides
 
 
 @dataclass(frozen=True)

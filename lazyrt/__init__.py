@@ -13,23 +13,24 @@ from . import dtypes as _dtypes
 from .dtypes import bool_, int8, uint8, int32, int64, float16, float32, float64
 from .errors import (AxisError, BackendError, CompileError, DTypeError, LazyrtError,
                      PerformanceWarning, ShapeError)
-from .tensor import Tensor
-from .creation import (arange, asarray, empty, empty_like, eye, full, full_like, linspace,
+from .api.tensor import Tensor
+from .api.creation import (arange, asarray, empty, empty_like, eye, full, full_like, linspace,
                        ones, ones_like, tensor, zeros, zeros_like)
-from .pointwise import (abs, add, astype, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
+from .api.pointwise import (abs, add, astype, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
                         ceil, clip, cos, divide, equal, erf, exp, expm1, floor, floor_divide,
                         greater, greater_equal, hypot, invert, isfinite, isinf, isnan, less,
                         less_equal, log, log1p, logical_and, logical_not, logical_or, maximum,
                         minimum, multiply, negative, not_equal, power, reciprocal, remainder,
                         round, rsqrt, sigmoid, sign, sin, sqrt, square, subtract, tanh, where)
-from .reductions import (all, any, argmax, argmin, logsumexp, max, mean, min, prod, std,
+from .api.reductions import (all, any, argmax, argmin, logsumexp, max, mean, min, prod, std,
                          sum, var)
-from .views import (broadcast_to, concat, concatenate, expand, expand_dims, flatten, permute,
+from .api.views import (broadcast_to, concat, concatenate, expand, expand_dims, flatten, permute,
                     reshape, squeeze, stack, swapaxes, transpose, unsqueeze)
-from .linalg import matmul
+from .api.linalg import matmul
 from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
-from . import backends, metrics, nn, runtime
+from . import backends, metrics, runtime
+from .api import nn
 
 bool = bool_
 __version__ = "0.1.0"

@@ -413,9 +413,9 @@ cdef tuple _broadcast(tuple a, tuple b, int op):
 
 # --- the tensor ----------------------------------------------------------------
 
-cdef object _TensorType = None      # lazyrt.tensor.Tensor, set at import
+cdef object _TensorType = None      # lazyrt.api.tensor.Tensor, set at import
 cdef object _materialize = None     # lazyrt.runtime.materialize(tensor) -> ndarray
-cdef object _to_tensor = None       # lazyrt.creation.asarray
+cdef object _to_tensor = None       # lazyrt.api.creation.asarray
 cdef PyObject* _live_head = NULL    # intrusive list of every live tensor
 
 
@@ -558,4 +558,4 @@ cdef class TensorBase:
             return self._node.value
         return _materialize(self)
 
-    # the other materializing methods (item, tolist, bool...) are in lazyrt/tensor.py
+    # the other materializing methods (item, tolist, bool...) are in lazyrt/api/tensor.py

@@ -5,8 +5,8 @@ reshape, basic indexing, matmul and ``where``.
 They are as hot as ``a + b`` in real code (``x.sum(-1)``, ``x[:, 1:]``,
 ``x @ w``), so the whole call is here in Cython: argument parsing, checks
 with the user-facing errors, dtype lookup, the result shape, the node. The
-Python modules (:mod:`lazyrt.reductions`, :mod:`lazyrt.views`,
-:mod:`lazyrt.linalg`, :mod:`lazyrt.pointwise`) re-export these and add the
+Python modules (:mod:`lazyrt.api.reductions`, :mod:`lazyrt.api.views`,
+:mod:`lazyrt.api.linalg`, :mod:`lazyrt.api.pointwise`) re-export these and add the
 composites built from them.
 """
 from cpython.slice cimport PySlice_GetIndicesEx
@@ -313,14 +313,14 @@ cdef object _advanced_getitem = None
 
 
 def set_advanced_getitem(fn):
-    """Where indexing with arrays, masks or tensors goes (``lazyrt.views``)."""
+    """Where indexing with arrays, masks or tensors goes (``lazyrt.api.views``)."""
     global _advanced_getitem
     _advanced_getitem = fn
 
 
 def getitem(TensorBase x, index):
     """``x[index]`` for basic indexing, recorded as one SLICE view (plus a reshape
-    for int and None axes); advanced indexing goes to ``lazyrt.views``."""
+    for int and None axes); advanced indexing goes to ``lazyrt.api.views``."""
     cdef Node n = x._node
     cdef Py_ssize_t start[MAXDIMS]
     cdef Py_ssize_t step[MAXDIMS]

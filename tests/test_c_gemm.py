@@ -92,7 +92,7 @@ def test_matmuls_blas_cannot_take_fall_back_to_numpy(case):
 
 
 def test_blas_operand_rules():
-    from lazyrt.strided import Strided
+    from lazyrt.planner.strided import Strided
     assert c_gemm._blas_operand(Strided((3, 4), (4, 1), 2)) == (2, 0, 4)
     assert c_gemm._blas_operand(Strided((3, 4), (1, 3), 0)) == (0, 1, 3)
     assert c_gemm._blas_operand(Strided((3, 4), (9, 1), 0)) == (0, 0, 9)

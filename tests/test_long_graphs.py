@@ -19,6 +19,7 @@ import pytest
 
 import lazyrt as lr
 from lazyrt import _recorder, backends, planner
+from lazyrt.planner import fusion
 from lazyrt._capture import capture
 from lazyrt.graph import Graph
 
@@ -150,8 +151,8 @@ def test_a_chain_of_replans_is_planned_in_one_attempt(max_graph_nodes, monkeypat
     graph = Graph.from_capture(capture([x._node]))
     del x
     attempts = []
-    attempt = planner._Planner._attempt
-    monkeypatch.setattr(planner._Planner, "_attempt",
+    attempt = fusion._Planner._attempt
+    monkeypatch.setattr(fusion._Planner, "_attempt",
                         lambda self: attempts.append(1) or attempt(self))
     the_plan = planner.plan(graph)
     assert len(attempts) == 2  # the first finds a replan; the probe finds the rest

@@ -15,7 +15,7 @@ import pytest
 import lazyrt as lr
 from lazyrt import dtypes as D
 from lazyrt import ops
-from lazyrt.kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt
+from lazyrt.planner.kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt
 
 POINTWISE = [op for op in ops.OPS if op.kind == ops.POINTWISE]
 REDUCTIONS = [op for op in ops.OPS if op.kind == ops.REDUCTION]

@@ -25,7 +25,7 @@ def test_a_lazyrt_function_records_the_caller_not_lazyrt():
     x = lr.tensor(np.ones((2, 3), "float32"))
     p = lr.nn.softmax(x, axis=-1); where = _line_here()  # noqa: E702
     nodes, stack = [], [p._node]
-    while stack:  # every op softmax recorded inside lazyrt/nn.py
+    while stack:  # every op softmax recorded inside lazyrt/api/nn.py
         n = stack.pop()
         if not n.is_leaf:
             nodes.append(n)

@@ -97,7 +97,7 @@ class CProgram:
 
 
 def _is_whole(buffer, view):
-    from ..strided import contiguous_strides
+    from ..planner.strided import contiguous_strides
     return view.offset == 0 and tuple(view.shape) == tuple(buffer.shape) and \
         tuple(view.strides) == contiguous_strides(buffer.shape)
 

@@ -1,6 +1,6 @@
 """Opaque steps on the host: the one implementation every backend shares.
 
-A plan's :class:`~lazyrt.schedule.OpaqueStep` (concat, setslice) is data
+A plan's :class:`~lazyrt.planner.schedule.OpaqueStep` (concat, setslice) is data
 movement the planner does not turn into a loop. Backends see it as a step
 with a :func:`kind` and run it here, on NumPy arrays, rather than reaching
 into the op table (this module is the one place that does): the C backend on its buffers directly, the Triton backend

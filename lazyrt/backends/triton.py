@@ -43,7 +43,7 @@ from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
 from ..planner import KernelStep, MatmulStep, plan
-from ..strided import contiguous_strides
+from ..planner.strided import contiguous_strides
 from . import host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 

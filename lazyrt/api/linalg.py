@@ -8,6 +8,6 @@ The recording (checks, dtype, shapes) is in Cython: ``x @ w`` is as hot as
 """
 from __future__ import annotations
 
-from . import _recorder_shapes as S
+from .. import _recorder_shapes as S
 
 matmul = S.matmul

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from . import ops
+from .. import ops
 from . import strided as S
 from . import passes
 from .kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt, coalesce

@@ -7,12 +7,12 @@ import math
 from . import pointwise as P
 from . import reductions as Rd
 from .creation import asarray
-from .errors import ShapeError
+from ..errors import ShapeError
 from .pointwise import _require_float
 
 
 def _t(x):
-    from ._recorder import TensorBase
+    from .._recorder import TensorBase
     return x if isinstance(x, TensorBase) else asarray(x)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ops
+from .. import ops
 from . import strided as S
 from .kernel_ir import IndexMap, KernelOutput, KernelSpec, Stmt
 

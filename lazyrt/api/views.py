@@ -11,13 +11,13 @@ import operator
 
 import numpy as np
 
-from . import _recorder as R
-from . import _recorder_shapes as S
-from . import dtypes as D
-from . import ops
+from .. import _recorder as R
+from .. import _recorder_shapes as S
+from .. import dtypes as D
+from .. import ops
 from .creation import asarray
-from .errors import AxisError, ShapeError
-from .metrics import metrics
+from ..errors import AxisError, ShapeError
+from ..metrics import metrics
 from .pointwise import astype
 
 

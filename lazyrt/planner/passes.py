@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import dtypes as D
-from . import ops
+from .. import dtypes as D
+from .. import ops
 from .kernel_ir import KernelSpec, Stmt
 
 

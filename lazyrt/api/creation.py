@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _recorder as R
-from . import dtypes as D
-from . import ops
-from .errors import ShapeError
+from .. import _recorder as R
+from .. import dtypes as D
+from .. import ops
+from ..errors import ShapeError
 
 
 def _shape_arg(shape, op="zeros") -> tuple:

@@ -9,9 +9,9 @@ in float32 for ``mean``/``var``/``std``, as NumPy does.
 """
 from __future__ import annotations
 
-from . import _recorder as R
-from . import _recorder_shapes as S
-from . import dtypes as D
+from .. import _recorder as R
+from .. import _recorder_shapes as S
+from .. import dtypes as D
 from .creation import asarray
 from .pointwise import astype, exp, log, sqrt, where, isinf
 

@@ -9,13 +9,13 @@ import builtins
 
 import numpy as np
 
-from . import _recorder as R
-from . import _recorder_pointwise as PW
-from . import _recorder_shapes as S
-from . import dtypes as D
-from . import ops
+from .. import _recorder as R
+from .. import _recorder_pointwise as PW
+from .. import _recorder_shapes as S
+from .. import dtypes as D
+from .. import ops
 from .creation import asarray
-from .errors import DTypeError
+from ..errors import DTypeError
 
 
 def _tensor(x):

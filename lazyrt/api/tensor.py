@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _recorder as R
-from . import _recorder_pointwise as PW
-from . import _recorder_shapes as S
-from . import pointwise, reductions, runtime, views
+from .. import _recorder as R
+from .. import _recorder_pointwise as PW
+from .. import _recorder_shapes as S
+from .. import runtime
+from . import pointwise, reductions, views
 from . import creation
-from . import dtypes as D
+from .. import dtypes as D
 
 
 class Tensor(PW.PointwiseTensor):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import dtypes as D
+from .. import dtypes as D
 
 
 @dataclass(frozen=True)
