@@ -32,8 +32,10 @@ DISK = "disk cache"          # found in lazyrt's on-disk cache
 MEMORY = "memory"            # already loaded in this process
 NOT_COMPILED = "-"           # nothing to compile: a library call, a host step, an op run by NumPy
 
-_EXTENSIONS = {"c": ".c", "triton": ".py"}
-_NAME_COMMENT = {"c": "/* {} */", "triton": "# {}"}
+_EXTENSIONS = {"c": ".c", "triton": ".py", "jax": ".py"}
+_NAME_COMMENT = {"c": "/* {} */", "triton": "# {}", "jax": "# {}"}
+#: the file a kernel's lowered IR is dumped to, by language
+_IR_EXTENSIONS = {"jax": ".stablehlo.mlir"}
 
 
 class KernelRecord(NamedTuple):
@@ -47,6 +49,7 @@ class KernelRecord(NamedTuple):
     compile_s: float = 0.0    # emit + compile (or load) time
     cache: str = NOT_COMPILED  # COMPILED, DISK, MEMORY or NOT_COMPILED
     bytes_moved: int = 0      # minimal bytes one launch reads and writes (for GB/s)
+    ir: str = ""              # what the compiler lowered it to, where it says (JAX: StableHLO)
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ def format_record(record: CompileRecord, level: int) -> str:
             if k.source:
                 lines += [f"--- {k.name} ({k.language}) ---", k.source.rstrip("\n")]
                 shown += 1
+            if k.ir:
+                lines += [f"--- {k.name} (lowered) ---", k.ir.rstrip("\n")]
         if not shown:
             lines.append(f"  (no generated source: the {record.backend} backend runs "
                          "library code for every step)")
@@ -134,6 +139,8 @@ def dump_record(record: CompileRecord, root: str) -> str:
         if k.source:
             head = _NAME_COMMENT.get(k.language, "# {}").format(k.name)
             files[k.name + _EXTENSIONS.get(k.language, ".txt")] = f"{head}\n{k.source}"
+        if k.ir:
+            files[k.name + _IR_EXTENSIONS.get(k.language, ".ir.txt")] = k.ir
     for name, text in files.items():
         with open(os.path.join(folder, name), "w") as f:
             f.write(text if text.endswith("\n") else text + "\n")

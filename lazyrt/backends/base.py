@@ -73,6 +73,7 @@ class Built(NamedTuple):
     language: str = ""
     cache: str = NOT_COMPILED
     bytes_moved: int = 0
+    ir: str = ""
 
 
 def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
@@ -84,10 +85,11 @@ def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
     launches, kernels = [], []
     for step in the_plan.steps:
         t = perf_counter()
-        launch, name, ops, comment, source, language, cache, nbytes = build_step(step, the_plan)
-        launches.append(launch)
-        kernels.append(KernelRecord(name, tuple(ops), comment, source, language,
-                                    perf_counter() - t, cache, nbytes))
+        built = build_step(step, the_plan)
+        launches.append(built.launch)
+        kernels.append(KernelRecord(built.name, tuple(built.ops), built.comment, built.source,
+                                    built.language, perf_counter() - t, built.cache,
+                                    built.bytes_moved, built.ir))
     record = CompileRecord(backend.name, backend.device, graph, the_plan, tuple(kernels),
                            perf_counter() - t0)
     return the_plan, launches, record
