@@ -45,7 +45,7 @@ setup(
     version="0.1.0",
     description="A LazyTensor runtime: record tensor ops, fuse them, generate kernels.",
     python_requires=">=3.10",
-    packages=["lazyrt", "lazyrt.api", "lazyrt.backends", "lazyrt.planner", "lazyrt.codegen", "lazyrt.kernels"],
+    packages=["lazyrt", "lazyrt.api", "lazyrt.cli", "lazyrt.backends", "lazyrt.planner", "lazyrt.codegen", "lazyrt.kernels"],
     package_dir={"lazyrt.codegen": "codegen", "lazyrt.kernels": "kernels"},
     package_data={"lazyrt.kernels": ["*.h", "*.c"], "lazyrt": ["*.pyx", "*.pxd"]},
     ext_modules=cythonize(

@@ -14,7 +14,9 @@ the platform has one.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+from collections import deque
 
 VARIABLE = "LAZYRT_DEBUG"
 
@@ -52,6 +54,9 @@ def level() -> int:
 DUMP_VARIABLE = "LAZYRT_DUMP_DIR"
 _read_dump = _reader(DUMP_VARIABLE)
 _last = [None]  # the program the last barrier ran (its record is the last record)
+#: the records of the last compiles, newest last (kept on a compile, never on a run)
+RECORDS_KEPT = 64
+_records = deque(maxlen=RECORDS_KEPT)
 
 
 def ran(program):
@@ -82,11 +87,48 @@ def record(graph_key: int):
     return None if program is None else program.record
 
 
+def records(n: int | None = None) -> list:
+    """The compile records of the last ``n`` compiles (all kept, up to
+    ``RECORDS_KEPT``), oldest first: each with ``graph``, ``plan`` and
+    ``kernels``.
+
+    >>> import numpy as np, lazyrt as lr
+    >>> _ = (lr.tensor(np.ones(5)) * 3).numpy()
+    >>> lr.debug.records(1)[0].graph.n_ops
+    1
+    """
+    kept = list(_records)
+    return kept if n is None else kept[-n:] if n > 0 else []
+
+
+@contextlib.contextmanager
+def watch(time_launches: bool = False, max_graphs: int | None = None):
+    """Watch every barrier inside the block; yields the
+    :class:`lazyrt.observe.Observer`, whose ``explain()`` says why each graph
+    was compiled, what forced each barrier and which ops fell back, and whose
+    ``graphs`` hold each distinct graph's compile record::
+
+        with lr.debug.watch() as run:
+            train(steps=3)
+        print(run.explain())          # or display(run.explain()) in a notebook
+        run.graphs[0].record.kernels  # the first graph's kernels
+    """
+    from . import runtime
+    from .observe import Observer
+    observer = Observer(time_launches=time_launches, max_graphs=max_graphs)
+    previous = runtime.watch(observer)
+    try:
+        yield observer
+    finally:
+        runtime.watch(previous)
+
+
 def compiled(record, level: int):
     """The barrier compiled a program: print its record at ``level`` and write
     it to ``$LAZYRT_DUMP_DIR`` when set. The only place records are shown."""
     import sys
     from .compile_record import dump_record, format_record
+    _records.append(record)
     if level >= 2:
         print(format_record(record, level), file=sys.stderr)
     root = _read_dump()

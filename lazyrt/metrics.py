@@ -29,11 +29,21 @@ class Metrics:
         for f in _FIELDS:
             setattr(self, f, 0)
         self.fallbacks = Counter()
+        self.fallback_at = Counter()   # (op, code, offset): where each fallback ran
         self.materialized_at = Counter()
         _recorder.reset_counters()
 
     def count_fallback(self, op: str):
         self.fallbacks[op] += 1
+        # a fallback runs NumPy eagerly, so finding the user's line costs nothing here
+        self.fallback_at[(op,) + _recorder.user_source()] += 1
+
+    def fallback_sites(self) -> Counter:
+        """``(op, "file:line") -> count`` of every fallback (``lazyrt explain``)."""
+        out = Counter()
+        for (op, code, offset), n in self.fallback_at.items():
+            out[(op, _recorder.source_line(code, offset) or "<unknown>")] += n
+        return out
 
     def count_materialization(self):
         self.materializations += 1

@@ -10,7 +10,14 @@ Environment: ``LAZYRT_BACKEND`` (default backend), ``LAZYRT_PROGRAM_CACHE_SIZE``
 (programs kept in memory, default 1024), ``LAZYRT_MAX_GRAPH_NODES`` (the
 largest pending graph, in ops, before it is cut: computed, counted in
 ``metrics.graph_cuts``; default 100000),
-``LAZYRT_DEBUG=1`` (one line per executed graph on stderr).
+``LAZYRT_DEBUG=1`` (one line per executed graph on stderr),
+``LAZYRT_MAX_GRAPHS`` (fail once a run needs more distinct graphs: see
+:mod:`lazyrt.observe`).
+
+While something watches the run (the ``lazyrt`` CLI, ``lr.debug.watch()``,
+``LAZYRT_MAX_GRAPHS``), barriers take :func:`_execute_watched`, which reports
+each stage to the :class:`lazyrt.observe.Observer`; otherwise the barrier
+pays one test of ``_watcher`` and nothing else.
 """
 from __future__ import annotations
 
@@ -120,9 +127,15 @@ def available_backends() -> list[str]:
     return B.available_backends()
 
 
+#: the :class:`lazyrt.observe.Observer` watching barriers, or None (the fast path)
+_watcher = None
+
+
 def _execute(nodes: list):
     if not nodes:
         return
+    if _watcher is not None:
+        return _execute_watched(nodes, _watcher)
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
     level = debug.level()  # once per barrier; backends never read it
@@ -150,6 +163,49 @@ def _execute(nodes: list):
     debug.ran(program)
     if level >= 1:
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
+
+
+def _execute_watched(nodes: list, watcher):
+    """:func:`_execute`, step for step, with each stage reported to ``watcher``
+    (kept apart so the unwatched barrier stays as short as it is)."""
+    name = _state.backend or _default_backend or default_backend_name()
+    be = B.get(name)
+    level = debug.level()
+    event = watcher.barrier_started(name)  # finds the user's line and the cause
+    cap = capture(nodes, be.salt)
+    event.captured(cap.key, len(cap.nodes))
+    program = program_cache.get(cap.key)
+    compiled = program is None
+    if compiled:
+        metrics.cache_misses += 1
+        graph = Graph.from_capture(cap)
+        watcher.compiling(event, graph)  # explains the recompile; may stop the run
+        program = be.compile(graph)
+        program_cache.put(cap.key, program)
+        event.compiled(program.record)
+        debug.compiled(program.record, level)
+    else:
+        metrics.cache_hits += 1
+    event.running()
+    results = watcher.run(event, program, cap.values, debug.report_launch if level >= 2 else None)
+    event.ran()
+    metrics.graphs_executed += 1
+    metrics.kernel_launches += program.kernels
+    metrics.execute_time_s += event.run_s
+    bind_results(nodes, results)
+    debug.ran(program)
+    watcher.barrier_done(event, program)
+    if level >= 1:
+        debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name,
+                           event.total_s)
+
+
+def watch(watcher):
+    """Install ``watcher`` (an :class:`lazyrt.observe.Observer`, or None to stop);
+    returns the one it replaces."""
+    global _watcher
+    previous, _watcher = _watcher, watcher
+    return previous
 
 
 def materialize(tensor):
@@ -237,3 +293,7 @@ if _max_graph_nodes < 1:
     raise ValueError(f"lazyrt: $LAZYRT_MAX_GRAPH_NODES must be at least 1, "
                      f"got {_max_graph_nodes}")
 set_max_graph_nodes(_max_graph_nodes)
+
+if os.environ.get("LAZYRT_MAX_GRAPHS"):  # CI's "no recompiles" guard, without the CLI
+    from .observe import Observer, max_graphs_from_env
+    watch(Observer(max_graphs=max_graphs_from_env()))

@@ -1,0 +1,233 @@
+"""``lazyrt cache``, ``lazyrt doctor`` and ``lazyrt bench``: the machine and
+the kernel cache, rather than a script."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+from time import perf_counter
+
+from . import output
+from .script import CommandError, UsageError
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+# --- cache ------------------------------------------------------------------------------
+
+def cmd_cache(args) -> int:
+    from .. import cache
+    root = cache.cache_root()
+    if args.action == "info":
+        print(f"cache: {root}" + ("" if os.path.isdir(root) else " (not created yet)"))
+        if os.path.isdir(root):
+            st = os.stat(root)
+            print(f"mode {stat.filemode(st.st_mode)}, owner uid {st.st_uid}"
+                  f"{' (you)' if st.st_uid == os.getuid() else ' (NOT you: lazyrt refuses it)'}")
+        summary = cache.summary()
+        rows = [[b, n, _size(size)] for b, (n, size) in sorted(summary.items())
+                if args.backend in (None, b)]
+        total = sum(size for _, (n, size) in summary.items())
+        output.table(["backend", "entries", "size"], rows or [["-", 0, "0 B"]])
+        print(f"total {_size(total)}")
+        return 0
+    if args.action == "list":
+        found = cache.entries(args.backend)
+        output.table(["backend", "kernel", "entry", "files", "size"],
+                     [[e.backend, e.kernel, e.name, len(e.paths), _size(e.size)] for e in found])
+        print(f"{len(found)} entries in {root}")
+        return 0
+    if args.action == "verify":
+        total = len(cache.entries(args.backend))
+        problems = cache.verify(args.backend)
+        bad = {}
+        for entry, why in problems:
+            print(f"removing {entry.backend} {entry.name}: {why}")
+            bad[(entry.backend, entry.name)] = entry
+        freed = cache.clear(only=list(bad.values()))
+        print(f"verified {total} entries in {root}: {len(bad)} not trusted, "
+              f"{_size(freed)} removed")
+        return 0
+    freed = cache.clear(args.backend)
+    print(f"cleared {_size(freed)} from {root}"
+          + (f" ({args.backend} entries)" if args.backend else ""))
+    return 0
+
+
+# --- doctor -------------------------------------------------------------------------------
+
+_OPENMP_PROBE = r"""
+#include <stdio.h>
+#include <omp.h>
+int main(void) { int n = 0;
+#pragma omp parallel reduction(+:n)
+  n += 1;
+  printf("%d\n", n); return n < 1; }
+"""
+
+
+def _check_c():
+    import numpy as np
+    import lazyrt as lr
+    from ..backends import c_compiler
+    problem = c_compiler.compiler_problem()
+    if problem:
+        return False, problem
+    cc = " ".join(c_compiler.compiler_command())
+    try:
+        t = perf_counter()
+        with lr.backend("c"):
+            got = (lr.tensor(np.arange(8, dtype=np.float32)) * 2 + 1).sum().item()
+        ms = (perf_counter() - t) * 1e3
+    except Exception as e:
+        return False, f"{cc}: a tiny kernel failed: {str(e).splitlines()[0]}"
+    if got != 64.0:
+        return False, f"{cc}: a tiny kernel computed {got}, not 64.0"
+    return True, f"{cc}: compiled and ran a kernel ({ms:.0f} ms)"
+
+
+def _check_openmp():
+    from ..backends import c_compiler
+    if c_compiler.compiler_problem():
+        return False, "no C compiler"
+    cc = c_compiler.compiler_command()
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "omp.c"), os.path.join(d, "omp")
+        with open(src, "w") as f:
+            f.write(_OPENMP_PROBE)
+        built = subprocess.run(cc + ["-fopenmp", src, "-o", exe], capture_output=True, text=True)
+        if built.returncode:
+            return False, f"-fopenmp does not build: {built.stderr.strip().splitlines()[-1:]}"
+        ran = subprocess.run([exe], capture_output=True, text=True)
+        if ran.returncode:
+            return False, "an OpenMP program did not run"
+    return True, f"{ran.stdout.strip()} threads"
+
+
+def _check_vectors():
+    import platform
+    machine = platform.machine()
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for text in f:
+                if text.startswith(("flags", "Features")):
+                    flags.update(text.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return True, f"{machine} (flags unknown on this platform)"
+    if machine in ("aarch64", "arm64"):
+        return "asimd" in flags, f"{machine}: NEON {'yes' if 'asimd' in flags else 'no'}"
+    have = [x for x in ("sse4_2", "avx2", "fma", "avx512f") if x in flags]
+    return "avx2" in flags, f"{machine}: {', '.join(have) or 'none of SSE4.2/AVX2/AVX-512'}" \
+        + ("" if "avx512f" in flags else " (no AVX-512)")
+
+
+def _check_blas():
+    from ..backends.c_gemm import numpy_openblas
+    found = numpy_openblas()
+    if found is None:
+        return False, "NumPy's OpenBLAS (ILP64) not found: matmul goes through np.matmul"
+    return True, f"NumPy's OpenBLAS: {getattr(found[0], '_name', '?')}"
+
+
+def _check_triton():
+    try:
+        import triton
+    except ImportError:
+        return False, "not installed (pip install triton)"
+    import lazyrt as lr
+    from ..backends.triton import cuda_device_present
+    if cuda_device_present():
+        import torch
+        return True, f"triton {triton.__version__} on {torch.cuda.get_device_name(0)}"
+    usable = "triton" in lr.available_backends()
+    return usable, (f"triton {triton.__version__}: no GPU here; "
+                    + ("the interpreter (TRITON_INTERPRET=1) runs it" if usable else
+                       "the backend is unavailable"))
+
+
+def _check_jax():
+    try:
+        import jax
+    except ImportError:
+        return False, "not installed (pip install jax)"
+    return True, f"jax {jax.__version__}: " + ", ".join(str(d) for d in jax.devices())
+
+
+def _check_cache():
+    from .. import cache
+    root = cache.cache_root()
+    if not os.path.isdir(root):
+        parent = os.path.dirname(root)
+        ok = os.access(parent if os.path.isdir(parent) else os.path.expanduser("~"), os.W_OK)
+        return ok, f"{root}: not created yet" + ("" if ok else ", and its folder is not writable")
+    st = os.stat(root)
+    if st.st_uid != os.getuid():
+        return False, f"{root} is owned by uid {st.st_uid}: lazyrt refuses it"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False, f"{root} is writable by others ({stat.filemode(st.st_mode)}): lazyrt refuses it"
+    if not os.access(root, os.W_OK):
+        return False, f"{root} is not writable: kernels go to a temporary cache"
+    total = sum(size for _, size in cache.summary().values())
+    return True, f"{root} ({stat.filemode(st.st_mode)}, {_size(total)})"
+
+
+def cmd_doctor(args) -> int:
+    import lazyrt as lr
+    checks = [("C compiler", _check_c), ("OpenMP", _check_openmp),
+              ("CPU vectors", _check_vectors), ("BLAS", _check_blas),
+              ("Triton", _check_triton), ("JAX", _check_jax), ("kernel cache", _check_cache)]
+    rows = []
+    for name, check in checks:
+        try:
+            ok, detail = check()
+        except Exception as e:  # a probe that breaks is a failed line, not a crash
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        rows.append(["pass" if ok else "FAIL", name, detail])
+    output.table(["", "check", "detail"], rows)
+    print(f"backends here: {', '.join(lr.available_backends())}; default: "
+          f"{lr.backends.describe(lr.runtime.current_backend_name())}")
+    return 0
+
+
+# --- bench --------------------------------------------------------------------------------
+
+def _checkout() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.isfile(os.path.join(here, "bench", "__main__.py")):
+        raise CommandError("the benchmarks live in a source checkout's bench/ folder, which "
+                           f"is not next to this lazyrt ({here}): run it from a git clone")
+    return here
+
+
+def cmd_bench(args) -> int:
+    root = _checkout()
+    suites = ("record", "cpu", "gpu") if args.suite == "all" else (args.suite,)
+    if args.json and len(suites) > 1:
+        raise UsageError("--json names one file: choose one --suite")
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    code = 0
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=output.console(stderr=True), transient=False) as bar:
+        task = bar.add_task("bench", total=len(suites))
+        for suite in suites:
+            bar.update(task, description=f"suite {suite}")
+            cmd = [sys.executable, "-m", "bench", "--suite", suite]
+            if args.json:
+                cmd += ["--json", os.path.abspath(args.json)]
+            if args.plot:
+                cmd += ["--png", os.path.abspath(args.plot)]
+            if args.quick:
+                cmd.append("--quick")
+            code = subprocess.run(cmd, cwd=root).returncode or code
+            bar.advance(task)
+    return code
+

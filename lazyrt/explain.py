@@ -1,0 +1,262 @@
+"""Why a run recompiled, and what forced each barrier.
+
+:func:`diff_graphs` compares two captured graphs and names what differs — an
+input's shape or dtype, the op sequence, a baked constant, an op's
+attributes — with the user's source line where the difference entered:
+``input 0 shape (8, 64) → (16, 64), from train.py:7``. :func:`barrier_origin`
+names the user's line and the cause (``.item()``, ``print``, ``bool()``,
+``lr.sync()``, a graph-size cut, a fallback) of a barrier.
+:class:`Explanation` is a whole run's answer, as the ``lazyrt explain``
+command prints it and ``lr.debug.watch()`` hands it to code.
+
+Everything here runs only while an :class:`lazyrt.observe.Observer` watches.
+"""
+from __future__ import annotations
+
+import html
+import os
+import sys
+from dataclasses import dataclass, field
+
+from . import ops
+from .errors import LazyrtError
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_CONTEXTLIB = os.path.dirname(os.path.abspath(__import__("contextlib").__file__))
+
+#: the lazyrt function the user called -> the cause a barrier is counted under
+CAUSES = {
+    "materialize": ".numpy()", "item": ".item()", "tolist": ".tolist()",
+    "__bool__": "bool()", "__float__": "float()", "__int__": "int()", "__index__": "index",
+    "__array__": "np.asarray()", "__str__": "print", "__repr__": "repr", "__format__": "format",
+    "__reduce__": "pickle", "__dlpack__": "DLPack", "sync": "lr.sync()",
+    "_cut": "graph-size cut", "backend": "lr.backend() switch",
+    "_advanced_getitem": "fallback: getitem[advanced]",
+}
+
+
+def _internal(filename: str) -> bool:
+    if filename.startswith(_PACKAGE_DIR):
+        return not filename.endswith("demo.py")
+    return filename.startswith(_CONTEXTLIB) and filename.endswith("contextlib.py")
+
+
+def barrier_origin(depth: int = 2) -> tuple:
+    """``("file:line", cause)`` of the barrier being run: the user's line that
+    reached lazyrt, and the lazyrt entry point it called, as a cause."""
+    f = sys._getframe(depth)
+    entry = None
+    while f is not None and _internal(f.f_code.co_filename):
+        entry = f.f_code.co_name
+        f = f.f_back
+    site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else None
+    return site, CAUSES.get(entry, entry or "?")
+
+
+def short(site) -> str:
+    """``train.py:7`` for ``/home/me/train.py:7`` (the name users read)."""
+    return os.path.basename(site) if site else "<unknown line>"
+
+
+# --- what differs between two graphs --------------------------------------------
+
+@dataclass(frozen=True)
+class Difference:
+    """One thing that differs between two graphs, and where it entered."""
+    what: str
+    source: str | None = None
+
+    def __str__(self):
+        return f"{self.what}, from {short(self.source)}" if self.source else self.what
+
+
+def _leaf_kind(n) -> str:
+    return "runtime scalar" if n.op is ops.SCALAR else "tensor"
+
+
+def _input_numbers(graph) -> dict:
+    """node -> "input k" (tensors, numbered in call order) or "scalar k"."""
+    out, counts = {}, [0, 0]
+    for i in graph.params:
+        scalar = graph.nodes[i].op is ops.SCALAR
+        out[i] = f"{'scalar' if scalar else 'input'} {counts[scalar]}"
+        counts[scalar] += 1
+    return out
+
+
+def _entered(graph, i):
+    """Where node ``i`` entered the graph: its own line, else (a tensor made
+    outside lazyrt's recording) the line of the first op that reads it."""
+    if graph.nodes[i].source:
+        return graph.nodes[i].source
+    for n in graph.nodes[i + 1:]:
+        if i in n.inputs and n.source:
+            return n.source
+    return None
+
+
+def _call(graph, i) -> str:
+    n = graph.nodes[i]
+    return f"{n.op.name}({', '.join(f'%{j}' for j in n.inputs)})"
+
+
+def diff_graphs(old, new) -> list[Difference]:
+    """What differs from ``old`` to ``new`` (two :class:`lazyrt.graph.Graph`),
+    most telling first: inputs, then the op sequence, then baked constants
+    and op attributes (these only when nothing above explains the change)."""
+    out = []
+    numbers = _input_numbers(new)
+    for i, j in zip(old.params, new.params):
+        a, b = old.nodes[i], new.nodes[j]
+        name, where = numbers[j], _entered(new, j)
+        if a.op is not b.op:
+            out.append(Difference(f"{name} was a {_leaf_kind(a)}, now a {_leaf_kind(b)}",
+                                  where))
+        elif a.shape != b.shape:
+            out.append(Difference(f"{name} shape {a.shape} → {b.shape}", where))
+        elif a.dtype != b.dtype:
+            out.append(Difference(f"{name} dtype {a.dtype_name} → {b.dtype_name}", where))
+    if len(old.params) != len(new.params):
+        extra = new.params[len(old.params)] if len(new.params) > len(old.params) else None
+        out.append(Difference(f"{len(old.params)} inputs → {len(new.params)}",
+                              new.nodes[extra].source if extra is not None else None))
+    inputs_differ = bool(out)
+    on, nn = old.nodes, new.nodes
+    for i in range(min(len(on), len(nn))):
+        a, b = on[i], nn[i]
+        if a.op is not b.op or a.inputs != b.inputs:
+            if a.op.kind == ops.LEAF and b.op.kind == ops.LEAF and a.op is not ops.CONST \
+                    and b.op is not ops.CONST:
+                continue  # a tensor that became a scalar: said above
+            out.append(Difference(f"op sequence: %{i} is {_call(new, i)}, was {_call(old, i)}",
+                                  b.source))
+            return out
+    if len(on) != len(nn):
+        if len(nn) > len(on):
+            i = len(on)
+            out.append(Difference(f"{len(on)} nodes → {len(nn)}: new ops from %{i} "
+                                  f"{_call(new, i)}", nn[i].source))
+        else:
+            out.append(Difference(f"{len(on)} nodes → {len(nn)}: the graph ends at "
+                                  f"%{len(nn) - 1}", None))
+        return out
+    consequences = []
+    for i, (a, b) in enumerate(zip(on, nn)):
+        if a.op is ops.CONST and b.op is ops.CONST and (a.value != b.value or a.dtype != b.dtype):
+            consequences.append(Difference(f"baked constant %{i} {a.value!r} → {b.value!r}",
+                                           b.source))
+        elif a.op.kind != ops.LEAF and a.attrs != b.attrs:
+            consequences.append(Difference(
+                f"%{i} {b.op.name} attributes {a.attrs} → {b.attrs}", b.source))
+        elif a.op.kind != ops.LEAF and a.dtype != b.dtype:
+            consequences.append(Difference(
+                f"%{i} {b.op.name} dtype {a.dtype_name} → {b.dtype_name}", b.source))
+    if not inputs_differ:
+        out += consequences[:3]
+    if not out and old.outputs != new.outputs:
+        out.append(Difference(f"the values computed differ: outputs {list(old.outputs)} → "
+                              f"{list(new.outputs)}"))
+    return out
+
+
+# --- a whole run's answer ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Recompile:
+    """Why graph ``graph_no`` was compiled: what differs from ``previous_no``,
+    the nearest earlier graph from the same call site (None: the first)."""
+    graph_no: int
+    key: int
+    site: str | None
+    cause: str
+    previous_no: int | None
+    differences: tuple = ()
+    note: str = ""
+
+    @property
+    def is_recompile(self) -> bool:
+        return self.previous_no is not None
+
+    def __str__(self):
+        head = (f"graph {self.graph_no} ({self.key:016x}) at {short(self.site)} "
+                f"({self.cause})")
+        if self.note:
+            return f"{head}: {self.note}"
+        if self.previous_no is None:
+            return f"{head}: the first graph from this line"
+        whats = "; ".join(str(d) for d in self.differences) or "the graph key differs"
+        return f"{head}: differs from graph {self.previous_no}: {whats}"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A run's recompiles, barriers and fallbacks (``lazyrt explain``)."""
+    graphs: int                          # distinct graphs compiled
+    barriers: int                        # graphs executed
+    compiles: tuple = ()                 # Recompile per distinct graph, in order
+    causes: tuple = ()                   # (count, cause, site), most frequent first
+    fallbacks: tuple = ()                # (count, op, site), most frequent first
+    limit: int | None = None             # --max-graphs / LAZYRT_MAX_GRAPHS
+    evictions: int = 0                   # programs compiled again after eviction
+    notes: tuple = field(default=())
+
+    @property
+    def recompiles(self) -> tuple:
+        return tuple(c for c in self.compiles if c.is_recompile)
+
+    @property
+    def over_limit(self) -> bool:
+        return self.limit is not None and self.graphs > self.limit
+
+    def summary(self) -> str:
+        n = len(self.recompiles)
+        return (f"{_count(self.graphs, 'distinct graph')} ({_count(n, 'recompile')} of a call "
+                f"site), {_count(self.barriers, 'graph')} executed")
+
+    def sections(self) -> list:
+        """``(title, lines)`` per section, for plain text, HTML and the CLI."""
+        out = [("graphs compiled", [str(c) for c in self.compiles] or ["(none)"])]
+        out.append(("barriers by cause",
+                    [f"{n:>6}  {cause:<26s} {short(site)}" for n, cause, site in self.causes]
+                    or ["(none)"]))
+        if self.fallbacks:
+            out.append(("fallbacks (ops run eagerly by NumPy)",
+                        [f"{n:>6}  {op:<26s} {short(site)}" for n, op, site in self.fallbacks]))
+        notes = list(self.notes)
+        if self.evictions:
+            notes.append(f"{self.evictions} programs were compiled again after the in-memory "
+                         "cache evicted them (raise $LAZYRT_PROGRAM_CACHE_SIZE)")
+        if self.over_limit:
+            notes.append(f"this run needs more than {self.limit} distinct graphs "
+                         f"(--max-graphs / $LAZYRT_MAX_GRAPHS)")
+        if notes:
+            out.append(("notes", notes))
+        return out
+
+    def __str__(self):
+        lines = [f"lazyrt explain: {self.summary()}"]
+        for title, body in self.sections():
+            lines += ["", f"{title}:"] + [f"  {line}" for line in body]
+        return "\n".join(lines)
+
+    def _repr_html_(self):
+        parts = [f"<b>lazyrt explain</b>: {html.escape(self.summary())}"]
+        for title, body in self.sections():
+            parts.append(f"<h4>{html.escape(title)}</h4><pre>"
+                         + html.escape("\n".join(body)) + "</pre>")
+        return "\n".join(parts)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+class GraphLimitError(LazyrtError):
+    """A run needed more distinct graphs than ``--max-graphs`` /
+    ``$LAZYRT_MAX_GRAPHS`` allows; the message says why the last one differs."""
+
+    def __init__(self, limit: int, recompile: Recompile):
+        self.limit, self.recompile = limit, recompile
+        super().__init__(f"lazyrt: this run needs more than {limit} distinct graph"
+                         f"{'s' if limit != 1 else ''} ($LAZYRT_MAX_GRAPHS / --max-graphs): "
+                         f"{recompile}")
