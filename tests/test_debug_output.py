@@ -383,3 +383,61 @@ def test_dump_dir_writes_the_same_files_on_every_backend(quiet, monkeypatch, tmp
         assert name in text.splitlines()[0] and k.source in text
     assert (len(sources) > 0) == (quiet != "numpy")
     assert "[lazyrt]" not in capfd.readouterr().err  # dumping alone prints nothing
+
+
+# --- lr.debug in-process: what the lazyrt CLI shows, as Python objects ---------------
+
+def test_records_keeps_the_last_compiles_in_order(quiet):
+    lr.runtime.program_cache.clear()
+    lr.sync(lr.tensor(small_data()) * 2)
+    lr.sync(lr.tensor(small_data()) + 3)
+    first, second = lr.debug.records(2)
+    assert [n.op.name for n in first.graph.nodes if n.op.kind != "leaf"] == ["mul"]
+    assert [n.op.name for n in second.graph.nodes if n.op.kind != "leaf"] == ["add"]
+    assert second is lr.debug.last_record()
+    assert lr.debug.records(0) == []
+
+
+def test_watch_explains_a_recompile_with_the_changed_shape_and_line(quiet):
+    lr.runtime.program_cache.clear()
+    with lr.debug.watch() as run:
+        for rows in (4, 4, 6):
+            x = lr.tensor(np.ones((rows, 3), np.float32))
+            (x * 2).sum().item()
+    why = run.explain()
+    assert (why.graphs, why.barriers, len(why.recompiles)) == (2, 3, 1)
+    (diff,) = why.recompiles[0].differences
+    assert diff.what == "input 0 shape (4, 3) → (6, 3)"
+    assert diff.source.endswith(f"test_debug_output.py:{_line_of('(x * 2).sum().item()')}")
+    assert why.causes == ((3, ".item()", diff.source),)
+    assert "differs from graph 1: input 0 shape (4, 3) → (6, 3)" in str(why)
+    assert "<pre>" in why._repr_html_()
+    assert run.graphs[1].record.graph.key == run.graphs[1].key
+    assert lr.runtime._watcher is None  # the watch ends with the block
+
+
+def _line_of(text: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line and "_line_of" not in line)
+
+
+def test_watch_with_a_graph_limit_raises_before_compiling_the_next_graph(quiet):
+    from lazyrt.explain import GraphLimitError
+    with pytest.raises(GraphLimitError, match=r"more than 1 distinct graph.*\(2,\) → \(5,\)"):
+        with lr.debug.watch(max_graphs=1):
+            for n in (2, 2, 5):
+                (lr.tensor(np.ones(n, np.float32)) - 1).numpy()
+    lr.sync()
+
+
+def test_watched_launch_timings_make_a_chrome_trace(quiet):
+    lr.runtime.program_cache.clear()
+    with lr.debug.watch(time_launches=True) as run:
+        (lr.tensor(small_data()) * 3 + 1).numpy()
+        (lr.tensor(small_data()) * 3 + 1).numpy()
+    events = run.trace_events()
+    spans = [e for e in events if e["ph"] == "X"]
+    assert [e["cat"] for e in spans if e["cat"] in ("capture", "run")] == ["capture", "run"] * 2
+    assert sum(e["cat"] == "plan" for e in spans) == 1  # compiled once, cached after
+    assert sum(e["cat"] == "kernel" for e in spans) == 2 * run.graphs[0].record.kernels.__len__()
+    assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in spans)
