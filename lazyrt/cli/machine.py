@@ -151,7 +151,8 @@ def _check_triton():
     usable = "triton" in lr.available_backends()
     return usable, (f"triton {triton.__version__}: no GPU here; "
                     + ("the interpreter (TRITON_INTERPRET=1) runs it" if usable else
-                       "the backend is unavailable"))
+                       "the backend is unavailable (TRITON_INTERPRET=1 runs it on the CPU, "
+                       "slowly)"))
 
 
 def _check_jax():
