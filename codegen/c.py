@@ -16,17 +16,19 @@ Loop shape: outer axes are parallel (``omp parallel for collapse``); the
 kernel's reduce axes run inside, once per *pass*: a reduction whose argument
 needs another reduction's result runs in a later pass over the row (softmax:
 max, then sum of exp, then the normalized store); those passes are emitted
-by :mod:`codegen.c_reduce`.
+by :mod:`codegen.c_reduce`, from the layout both emitters read
+(:mod:`codegen.layout`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import KernelSpec, statement_levels, statements_needed
+from lazyrt.planner.kernel_ir import KernelSpec, statements_needed
 
 from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const
 from .c_reduce import ReductionEmitter, is_costly
+from .layout import kernel_layout
 from .lowering import ComputeType, lower_statement
 
 
@@ -57,6 +59,7 @@ class CKernel:
     buffers: tuple            # program buffer per pointer in ``bufs``
     scalar_params: tuple      # program scalar slot per ``fa`` entry
     symbol: str = ""          # the C function's name
+    layout: object = field(default=None, compare=False, repr=False)  # the KernelLayout read
 
 
 def _symbol(spec: KernelSpec) -> str:
@@ -85,8 +88,8 @@ class _Emitter(ReductionEmitter):
         self.out: list[str] = []
         self.red = tuple(spec.reduce_axes)
         self.outer = spec.outer_axes
-        # element-level (varies along the reduce axes) and reduction pass of each statement
-        self.elem, self.stage = statement_levels(spec)
+        self.layout = kernel_layout(spec)
+        self.elem, self.stage = self.layout.elem, self.layout.stage
         self.row_done: set[int] = set()
         self.cached: list[int] = []
 
@@ -187,12 +190,11 @@ class _Emitter(ReductionEmitter):
             self.declare_io(f"in{k}", io, 1, True)
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io, 1, False)
-        for k, code in enumerate(s.scalars):
-            # fa holds 64-bit words: doubles, or exact int64 bits for integer scalars
-            value = f"(fa[{k}] != 0)" if code == D.BOOL else \
-                f"({_COMPUTE_T[code]})((const int64_t *)fa)[{k}]" if code in D.INTEGRAL else \
-                f"({_COMPUTE_T[code]})fa[{k}]"
-            self.line(1, f"const {_COMPUTE_T[code]} s{k} = {value};")
+        for r in self.layout.scalars:  # fa: this kernel's words, in order
+            word = f"((const int64_t *)fa)[{r.k}]" if r.int_bits else f"fa[{r.k}]"
+            t = _COMPUTE_T[r.dtype]
+            value = f"({word} != 0)" if r.dtype == D.BOOL else f"({t}){word}"
+            self.line(1, f"const {t} s{r.k} = {value};")
         if not self.red:
             self.pointwise_body(nd)
         else:
@@ -201,7 +203,7 @@ class _Emitter(ReductionEmitter):
         source = _PRELUDE + "\n" + "\n".join(self.out) + "\n"
         buffers = tuple(i.buffer for i in s.inputs) + tuple(o.buffer for o in s.outputs)
         return CKernel(s.name, source, tuple(self.iargs), buffers, tuple(s.scalar_params),
-                       self.symbol)
+                       self.symbol, self.layout)
 
     def pointwise_body(self, nd):
         everything = self.needed([o.value for o in self.s.outputs])

@@ -41,17 +41,15 @@ PREFETCH_ROW_BYTES = 128 << 10
 class ReductionEmitter:
     """Reduction passes; expects the attributes and helpers of ``_Emitter``."""
 
-    def row_cache_plan(self, reduces, elem_outs) -> list[int]:
+    def row_cache_plan(self, elem_outs) -> list[int]:
         """Expensive element values of the last reduction pass that the store
         pass needs again (softmax's exp): kept in a per-thread row buffer
         instead of recomputed."""
         if len(self.red) != 1 or not self.outer or not elem_outs:
             return []
-        last = max(self.stage[st.id] for st in reduces)
         computed = set()
-        for st in reduces:
-            if self.stage[st.id] == last:
-                computed.update(self._closure([st.args[0]]))
+        for st in self.layout.passes[-1]:
+            computed.update(self._closure([st.args[0]]))
         final = self._closure([o.value for _, o in elem_outs])
         pricey = self._pricey()
         cands = {c for c in final & computed if self.elem[c] and pricey[c]}
@@ -83,10 +81,9 @@ class ReductionEmitter:
 
     def reduction_body(self):
         s = self.s
-        reduces = [st for st in s.body if st.op == "reduce"]
-        row_outs = [(k, o) for k, o in enumerate(s.outputs) if not self.is_elem_output(o)]
-        elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
-        self.cached = self.row_cache_plan(reduces, elem_outs)
+        row_outs = [(k, s.outputs[k]) for k in self.layout.row_outputs]
+        elem_outs = [(k, s.outputs[k]) for k in self.layout.elem_outputs]
+        self.cached = self.row_cache_plan(elem_outs)
         r = self.red[0] if self.red else 0
         # rows whose element outputs are contiguous along the row: stored in
         # tiles when the kernel is memory-bound (see streamable), or when its
@@ -126,10 +123,10 @@ class ReductionEmitter:
             self.line(depth, "{")
             top = depth
             depth += 1
-        passes = max(self.stage[st.id] for st in reduces)
-        for p in range(1, passes + 1):
-            self.reduction_pass([st for st in reduces if self.stage[st.id] == p], depth,
-                                self.cached if p == passes else (), last=p == passes)
+        passes = self.layout.passes
+        for p, reduces in enumerate(passes, 1):
+            last = p == len(passes)
+            self.reduction_pass(reduces, depth, self.cached if last else (), last=last)
         self.compute(self.needed([o.value for _, o in row_outs]), depth, False)
         for k, o in row_outs:
             self.store(k, o, depth)
@@ -169,9 +166,6 @@ class ReductionEmitter:
             if stream:
                 self.line(top, "if (lz_stream) lz_stream_fence();")
             self.line(top - 1, "}")
-
-    def is_elem_output(self, out) -> bool:
-        return self.elem[out.value] or any(out.index.strides[a] != 0 for a in self.red)
 
     def open_reduce_loops(self, depth, clauses, parallel, serial=False):
         red = self.red

@@ -34,8 +34,9 @@ Kernel kinds:
   passes, each a loop over ``BLOCK`` chunks of the row with per-lane running
   accumulators, combined after the loop. Autotuned on ``row``.
 
-Pass structure as in :mod:`codegen.c`: a reduction whose argument uses
-another reduction's result runs in a later pass over the row.
+Pass structure as in :mod:`codegen.c`, from the layout both emitters read
+(:mod:`codegen.layout`): a reduction whose argument uses another
+reduction's result runs in a later pass over the row.
 
 NumPy semantics come from :mod:`lazyrt.kernels.triton_math` (``lzm``):
 NaN-propagating max/min, floor division/modulo, half-to-even rounding;
@@ -45,11 +46,12 @@ buffers are uint8 0/1 (loaded as ``!= 0``, computed as int1).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import KernelSpec, statement_levels, statements_needed
+from lazyrt.planner.kernel_ir import KernelSpec, statements_needed
 
+from .layout import kernel_layout
 from .triton_lower import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
                            load_expr, store_value)
 
@@ -63,9 +65,6 @@ from lazyrt.kernels import triton_math as lzm
 """
 
 
-
-
-
 @dataclass(frozen=True)
 class TritonKernel:
     name: str
@@ -77,6 +76,7 @@ class TritonKernel:
     numel: int                # pointwise: elements; reductions: rows (outer points)
     row: int                  # reduced elements per row (0 for pointwise)
     tile: tuple = ()          # tiled: sizes of the row axis, the column axis, the rest
+    layout: object = field(default=None, compare=False, repr=False)  # the KernelLayout read
 
     def grid(self):
         """The launch grid, a function of the chosen config (autotuned BLOCK)."""
@@ -100,21 +100,18 @@ def triton_cdiv(a, b):
     return (a + b - 1) // b
 
 
-def scalar_loads(spec: KernelSpec) -> list[str]:
-    """The lines that load a kernel's runtime scalars ``s0, s1, ...`` from ``fa``.
-
-    ``fa`` is the program's scalar table of 64-bit words: float scalars are
-    doubles, integer scalars exact int64 bits (a double would round ints past
-    2**53, and reading the bits as a double turns 5 into 0). Every Triton
+def scalar_loads(reads) -> list[str]:
+    """The lines that load a kernel's runtime scalars ``s0, s1, ...`` from
+    ``fa``, the program's scalar table, as ``reads`` (a KernelLayout's
+    ``scalars``, see :func:`codegen.layout.scalar_reads`) say. Every Triton
     template loads its scalars through here.
     """
     lines = []
-    for k, code in enumerate(spec.scalars):
-        slot = spec.scalar_params[k] if k < len(spec.scalar_params) else k
-        val = f"tl.load(fa.to(tl.pointer_type(tl.int64)) + {slot})" \
-            if code in D.INTEGRAL else f"tl.load(fa + {slot})"
-        lines.append(f"s{k} = ({val} != 0)" if code == D.BOOL
-                     else f"s{k} = {val}.to({_COMPUTE_T[code]})")
+    for r in reads:
+        word = f"tl.load(fa.to(tl.pointer_type(tl.int64)) + {r.slot})" if r.int_bits \
+            else f"tl.load(fa + {r.slot})"
+        lines.append(f"s{r.k} = ({word} != 0)" if r.dtype == D.BOOL
+                     else f"s{r.k} = {word}.to({_COMPUTE_T[r.dtype]})")
     return lines
 
 
@@ -165,7 +162,8 @@ class _Emitter:
         self.params: list[str] = []
         self.iargs: list[int] = []
         self.out: list[str] = []
-        self.elem, self.stage = statement_levels(spec)
+        self.layout = kernel_layout(spec)
+        self.elem, self.stage = self.layout.elem, self.layout.stage
         self.row_done: set[int] = set()
         self.elem_done: set[int] = set()
         self.chunk_open = False
@@ -347,7 +345,7 @@ class _Emitter:
         self.arg("row", self.row_len)
         body = []
         self.out = body
-        for text in scalar_loads(s):
+        for text in scalar_loads(self.layout.scalars):
             self.line(1, text)
         if self.tile:
             self.tiled_body(nd)
@@ -376,7 +374,7 @@ class _Emitter:
             rows, cols = (s.domain[a] for a in self.tile)
             tile = (rows, cols, math.prod(n for a, n in enumerate(s.domain) if a not in self.tile))
         return TritonKernel(s.name, source, kind, buffers, tuple(self.iargs),
-                            tuple(s.scalar_params), numel, self.row_len, tile)
+                            tuple(s.scalar_params), numel, self.row_len, tile, self.layout)
 
     def pointwise_body(self, nd):
         s = self.s
@@ -426,12 +424,10 @@ class _Emitter:
             self.row_base(f"in{k}", io.index)
         for k, io in enumerate(s.outputs):
             self.row_base(f"out{k}", io.index)
-        reduces = [st for st in s.body if st.op == "reduce"]
-        passes = max(self.stage[st.id] for st in reduces)
-        for p in range(1, passes + 1):
-            self.reduction_pass([st for st in reduces if self.stage[st.id] == p])
-        row_outs = [(k, o) for k, o in enumerate(s.outputs) if not self.is_elem_output(o)]
-        elem_outs = [(k, o) for k, o in enumerate(s.outputs) if self.is_elem_output(o)]
+        for reduces in self.layout.passes:
+            self.reduction_pass(reduces)
+        row_outs = [(k, s.outputs[k]) for k in self.layout.row_outputs]
+        elem_outs = [(k, s.outputs[k]) for k in self.layout.elem_outputs]
         self.compute(self.needed([o.value for _, o in row_outs]), 1, False, None)
         for k, o in row_outs:
             self.store(k, o, 1, None, False)
@@ -448,11 +444,6 @@ class _Emitter:
         terms = ([f"{prefix}_o"] if imap.offset else []) + \
             self.stride_terms(prefix, imap, self.outer)
         self.line(1, f"{prefix}_rb = {' + '.join(terms) or '0'}")
-
-    def is_elem_output(self, out) -> bool:
-        # a stride on a size-1 reduce axis never moves the address
-        return self.elem[out.value] or any(out.index.strides[a] != 0 and self.s.domain[a] != 1
-                                           for a in self.red)
 
     def open_chunk(self) -> int:
         """Start one walk over the row; returns the depth of its body."""

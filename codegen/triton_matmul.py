@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
+from lazyrt.codegen.layout import scalar_reads
 from lazyrt.codegen.triton import (HEADER, EmitError, _COMPUTE_T, expression, load_expr,
                                    scalar_loads, store_value, triton_cdiv)
 from lazyrt.planner.kernel_ir import IndexMap
@@ -235,7 +236,7 @@ def _epilogue(ep, line, address, tile_dep, product):
         return f"e{sid}"
 
     tile = {}
-    for text in scalar_loads(ep):
+    for text in scalar_loads(scalar_reads(ep)):
         line(1, text)
     for st in ep.body:
         if st.op == "load" and st.attr == 0:

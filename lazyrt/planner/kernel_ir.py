@@ -20,11 +20,12 @@ list of SSA statements:
 row-level (depends only on outer axes: a reduction result) is stored once
 per outer point; its index map has stride 0 on the reduce axes.
 
-Emitters decide the loop structure from this (a reduction whose argument
-uses another reduction runs in a later pass over the row); they never see
-the graph. Sizes, strides and offsets are data here: the C emitter turns the
-ones that are not 0 or 1 into runtime arguments, so a new batch size reuses
-the compiled binary.
+Emitters decide the loop structure from this, through one layout that both
+read (``codegen/layout.py``: a reduction whose argument uses another
+reduction runs in a later pass over the row); they never see the graph.
+Sizes, strides and offsets are data here: the C emitter turns the ones that
+are not 0 or 1 into runtime arguments, so a new batch size reuses the
+compiled binary.
 """
 from __future__ import annotations
 
@@ -150,28 +151,6 @@ def coalesce(spec: KernelSpec) -> KernelSpec:
     new_reduce = tuple(a for a in range(len(sizes)) if is_red[a])
     return KernelSpec(spec.name, tuple(sizes), new_reduce, inputs, spec.scalars, spec.body,
                       outputs, spec.comment, spec.scalar_params)
-
-
-def statement_levels(spec: KernelSpec) -> tuple[list, list]:
-    """Per statement: whether it varies along the reduce axes (element-level,
-    else one value per row), and how many reduction passes over the row must
-    finish before it can run. Every emitter lays out its loops from this:
-    softmax's max is pass 1, its sum of exp pass 2, its store after both."""
-    red = spec.reduce_axes
-    n = len(spec.body)
-    elem, stage = [False] * n, [0] * n
-    for st in spec.body:
-        if st.op == "load":
-            strides = spec.inputs[st.attr].index.strides
-            elem[st.id] = any(strides[a] != 0 for a in red)
-        elif st.op in ("scalar", "const"):
-            pass
-        elif st.op == "reduce" and red:
-            stage[st.id] = stage[st.args[0]] + 1
-        else:
-            elem[st.id] = any(elem[a] for a in st.args)
-            stage[st.id] = max((stage[a] for a in st.args), default=0)
-    return elem, stage
 
 
 def statements_needed(spec: KernelSpec, targets, done=(), stop=()) -> list[int]:

@@ -1,0 +1,100 @@
+"""The emitter skeleton: how a KernelSpec's statements fall into loops.
+
+The C and Triton emitters lay out a kernel from one :class:`KernelLayout`,
+computed from the spec by :func:`kernel_layout`: which statements vary along
+the reduce axes, which pass over the row computes each reduction (softmax:
+max, then the sum of exp, then the store), which outputs are stored once per
+row and which per element, and how each runtime scalar is read from the
+scalar table. Deciding this once keeps the emitters from laying out one spec
+two ways (their rules for element outputs once disagreed on size-1 axes).
+
+>>> from lazyrt import dtypes as D
+>>> from lazyrt.planner.kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt
+>>> row = KernelInput(0, D.FLOAT32, IndexMap(0, (4, 1)))
+>>> body = (Stmt(0, "load", D.FLOAT32, (), 0), Stmt(1, "reduce", D.FLOAT32, (0,), "max"))
+>>> spec = KernelSpec("k0", (8, 4), (1,), (row,), (), body,
+...                   (KernelOutput(1, D.FLOAT32, IndexMap(0, (1, 0)), 1),))
+>>> lay = kernel_layout(spec)
+>>> lay.elem, lay.row_outputs, lay.elem_outputs, [[st.id for st in p] for p in lay.passes]
+((True, False), (0,), (), [[1]])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lazyrt import dtypes as D
+from lazyrt.planner.kernel_ir import KernelSpec
+
+
+@dataclass(frozen=True)
+class ScalarRead:
+    """Runtime scalar ``k`` of a kernel (``s{k}`` in the source), the word
+    ``slot`` of the program's scalar table (the C launcher gathers a kernel's
+    words into its own table, where it is word ``k``).
+
+    The table holds 64-bit words: doubles, or an integer's exact int64 bits
+    (``int_bits``: a double would round past 2**53, and the bits read as a
+    double turn 5 into 0). A bool is its word ``!= 0``; any other scalar is
+    its word converted to ``dtype``.
+    """
+    k: int
+    slot: int
+    dtype: int
+
+    @property
+    def int_bits(self) -> bool:
+        return self.dtype in D.INTEGRAL
+
+
+@dataclass(frozen=True)
+class KernelLayout:
+    """What every emitter lays out a kernel from (see :func:`kernel_layout`)."""
+    elem: tuple          # per statement: varies along the reduce axes (else one value per row)
+    stage: tuple         # per statement: how many passes over the row finish before it runs
+    passes: tuple        # per pass over the row, in order: the reduce statements it accumulates
+    row_outputs: tuple   # numbers of the outputs stored once per row (outer point)
+    elem_outputs: tuple  # numbers of the outputs stored at every element of the row
+    scalars: tuple       # ScalarRead per runtime scalar
+
+
+def kernel_layout(spec: KernelSpec) -> KernelLayout:
+    """The layout of ``spec``.
+
+    A statement is element-level when it varies along the reduce axes; a
+    reduction is in the pass after the last pass its argument needs. An
+    output is stored per element when its value or its address varies along
+    the reduce axes: any stride on a reduce axis counts, whatever the axis's
+    size, since the source bakes strides and never sizes (a row of 1 gets the
+    layout, and the compiled kernel, of a row of 5).
+    """
+    red = spec.reduce_axes
+    n = len(spec.body)
+    elem, stage = [False] * n, [0] * n
+    for st in spec.body:
+        if st.op == "load":
+            strides = spec.inputs[st.attr].index.strides
+            elem[st.id] = any(strides[a] != 0 for a in red)
+        elif st.op in ("scalar", "const"):
+            pass
+        elif st.op == "reduce" and red:
+            stage[st.id] = stage[st.args[0]] + 1
+        else:
+            elem[st.id] = any(elem[a] for a in st.args)
+            stage[st.id] = max((stage[a] for a in st.args), default=0)
+    reduces = [st for st in spec.body if st.op == "reduce" and red]
+    count = max((stage[st.id] for st in reduces), default=0)
+    passes = tuple(tuple(st for st in reduces if stage[st.id] == p) for p in range(1, count + 1))
+    per_elem = [elem[o.value] or any(o.index.strides[a] != 0 for a in red)
+                for o in spec.outputs]
+    return KernelLayout(tuple(elem), tuple(stage), passes,
+                        tuple(k for k, e in enumerate(per_elem) if not e),
+                        tuple(k for k, e in enumerate(per_elem) if e),
+                        scalar_reads(spec))
+
+
+def scalar_reads(spec: KernelSpec) -> tuple:
+    """How to read each of ``spec``'s runtime scalars (a :class:`ScalarRead` each)."""
+    params = spec.scalar_params  # empty in a spec built by hand: slot k is scalar k
+    return tuple(ScalarRead(k, params[k] if k < len(params) else k, code)
+                 for k, code in enumerate(spec.scalars))
+
