@@ -50,6 +50,7 @@ class KernelRecord(NamedTuple):
     cache: str = NOT_COMPILED  # COMPILED, DISK, MEMORY or NOT_COMPILED
     bytes_moved: int = 0      # minimal bytes one launch reads and writes (for GB/s)
     ir: str = ""              # what the compiler lowered it to, where it says (JAX: StableHLO)
+    resources: tuple = ()     # per AOT target: registers, shared memory, spills (Triton)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ class CompileRecord:
 
 def _kernel_line(k: KernelRecord) -> str:
     what = k.comment or ", ".join(k.ops) or "-"
-    return f"  {k.name:<40s} {k.cache:<10s} {k.compile_s * 1e3:9.3f} ms  {what}"
+    used = "".join(f"\n  {'':<40s} {r}" for r in k.resources)
+    return f"  {k.name:<40s} {k.cache:<10s} {k.compile_s * 1e3:9.3f} ms  {what}{used}"
 
 
 def format_record(record: CompileRecord, level: int) -> str:

@@ -24,9 +24,18 @@ cache holds the binaries. Compiles go through
 ``LAZYRT_DUMP_DIR`` show the program's record as on every backend.
 ``LAZYRT_TRITON_PERSISTENT_MAX`` (default 16384): longest reduction
 row kept in registers; longer rows loop.
+
+``LAZYRT_TRITON_AOT_TARGET=cuda:90[,cuda:80]``: every kernel built is also
+compiled ahead of time for each target, with its launch's signature and every
+autotune config (:mod:`lazyrt.backends.triton_aot`); a kernel that does not
+compile fails the compile, and the record gets each kernel's registers,
+shared memory and spills per target (``LAZYRT_DEBUG=2`` shows them).
+
+FMA contraction is off (:data:`FP_FUSION`), passed with every launch.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -49,6 +58,22 @@ from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 
 # A line that holds a comment and nothing else.
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)
+
+#: Triton's ``enable_fp_fusion`` for every launch: ``a * b + c`` is NOT contracted
+#: into one fma. NumPy (the oracle), the interpreter the tests run under and the
+#: C backend (-std=c11: -ffp-contract=off) all round the product and the sum
+#: apart, so with fusion off a GPU result matches them bit for bit where the
+#: interpreter's does, and the interpreter tests keep testing the GPU's
+#: numerics. Set here, not inherited: Triton 3.9 defaults to fusion ON and 3.10
+#: to OFF (TRITON_DEFAULT_FP_FUSION). ``tl.dot`` and libdevice still use fma
+#: internally, as they do in every library.
+FP_FUSION = False
+
+
+def source_digest(source: str) -> str:
+    """A kernel source's cache key: whole-line comments (the header naming the
+    user's lines) change no code."""
+    return hashlib.sha256(_COMMENT_LINE.sub("", source).encode()).hexdigest()[:24]
 
 
 def cuda_device_present() -> bool:
@@ -123,8 +148,7 @@ class KernelCache:
         ``"memory"`` (loaded before in this process), ``"disk cache"`` (the same
         source was on disk: Triton's own cache has its binaries) or
         ``"compiled"`` (new; Triton compiles it at its first launch)."""
-        # whole-line comments (the header naming the user's lines) change no code
-        digest = hashlib.sha256(_COMMENT_LINE.sub("", source).encode()).hexdigest()[:24]
+        digest = source_digest(source)
         fn = self._fns.get(digest)
         if fn is not None:
             return fn, MEMORY
@@ -173,11 +197,12 @@ class _Kernel:
         self.iargs = tk.iargs
         self.empty = tk.numel == 0
         self.grid = tk.grid()
-        self.meta = {}
+        self.meta = {"enable_fp_fusion": FP_FUSION}
+        self.resources = ()  # per AOT target, when LAZYRT_TRITON_AOT_TARGET is set
         if tk.kind == "persistent":
             block = tk.persistent_block
-            self.meta = {"BLOCK": block, "num_warps": 4 if block <= 2048 else
-                         (8 if block <= 8192 else 16)}
+            self.meta.update(BLOCK=block, num_warps=4 if block <= 2048 else
+                             (8 if block <= 8192 else 16))
 
     def run(self, bufs, fa):
         if self.empty:
@@ -200,7 +225,8 @@ class _Matmul(_Kernel):
         self.iargs = mk.iargs
         self.empty = mk.empty
         self.grid = mk.grid()
-        self.meta = {}
+        self.meta = {"enable_fp_fusion": FP_FUSION}
+        self.resources = ()
 
 
 def _view(buf, view):
@@ -411,11 +437,30 @@ class TritonBackend:
         self.cache = KernelCache(cache.backend_folder("triton"), cache.cache_root())
         self.persistent_max = int(os.environ.get("LAZYRT_TRITON_PERSISTENT_MAX", "16384"))
         self._torch = torch
+        from . import triton_aot
+        targets = triton_aot.targets_from_env()
+        self.aot = triton_aot.checker_for(targets, cache.cache_root()) if targets else None
 
     def compile(self, graph):
         the_plan, launches, record = compile_graph(
             self, graph, lambda g: plan(g, fuse_matmul_epilogue=True), self._build)
+        if self.aot is not None:  # the AOT check's resources, per kernel and target
+            record = dataclasses.replace(record, kernels=tuple(
+                k._replace(resources=getattr(launch, "resources", ()))
+                for k, launch in zip(record.kernels, launches)))
         return TritonProgram(the_plan, launches, self.device, record)
+
+    def _check_ahead_of_time(self, launch, source, buffers):
+        """Compile ``launch``'s kernel for every AOT target with the arguments
+        its launch passes: buffer dtypes, ``fa`` (float64), the int arguments
+        and the launch's keywords; raises CompileError when it does not compile."""
+        if self.aot is None:
+            return
+        pointers = [str(_torch_dtype(buffers[b].dtype)).replace("torch.", "")
+                    for b in launch.buffers] + ["float64"]
+        launch.resources = self.aot.check(launch.name, source_digest(source),
+                                          launch.fn.lazyrt_source_path, pointers,
+                                          [int(v) for v in launch.iargs], launch.meta)
 
     def _build(self, step, the_plan) -> Built:
         from ..codegen.triton import emit_triton
@@ -424,7 +469,9 @@ class TritonBackend:
         if isinstance(step, KernelStep):
             tk = emit_triton(step.spec, self.persistent_max)
             fn, outcome = self.cache.load(tk.name, tk.source)
-            return Built(_Kernel(fn, tk, tk.name), tk.name, spec_ops(step.spec),
+            launch = _Kernel(fn, tk, tk.name)
+            self._check_ahead_of_time(launch, tk.source, buffers)
+            return Built(launch, tk.name, spec_ops(step.spec),
                          step.spec.comment, tk.source, "triton", outcome,
                          step.spec.bytes_moved())
         if isinstance(step, MatmulStep):
@@ -432,6 +479,8 @@ class TritonBackend:
             mk = emit_matmul(MatmulSpec(step.a.buffer, step.a.view, step.b.buffer, step.b.view,
                                         step.out, tuple(out.shape), out.dtype), step.epilogue)
             fn, outcome = self.cache.load(mk.name, mk.source)
+            launch = _Matmul(fn, mk)
+            self._check_ahead_of_time(launch, mk.source, buffers)
             ep = step.epilogue
             nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
                          for v in (step.a, step.b))
@@ -441,7 +490,7 @@ class TritonBackend:
             else:  # the epilogue reads the product in registers: not from memory
                 nbytes += ep.bytes_moved() - buffer_bytes(buffers[step.out])
                 ops, comment = ("matmul",) + spec_ops(ep), ep.comment
-            return Built(_Matmul(fn, mk), mk.name, ops, comment, mk.source, "triton", outcome,
+            return Built(launch, mk.name, ops, comment, mk.source, "triton", outcome,
                          max(nbytes, 0))
         launch = _Opaque(step, buffers[step.out].shape, self.device == "cpu")
         nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
