@@ -10,6 +10,11 @@ elements (1 GiB in fp32), well past the L2 cache, and report GB/s and the
 fraction of the device-to-device copy bandwidth measured in the same run;
 matmuls report TFLOP/s. Sized to finish in ~5 minutes on an H200, most of it
 torch.compile's first calls.
+
+Every case carries its minimal bytes and FLOPs, so :mod:`bench.roofline`
+models the least time an H200 needs for it: printed alone where there is no
+GPU (at the published 4.8 TB/s), beside the measured times where there is
+(at the copy bandwidth measured in the same run).
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bench import peers as P
-from bench import report, timing, workloads
+from bench import report, roofline, timing, workloads
 
 PLOT_YLABEL = "ms per call (lower is better)"
 STREAM = 1 << 28
@@ -52,22 +57,26 @@ def _randn(torch, dev, *shape, dtype="float32", scale=1.0):
 def cases(quick: bool) -> list[GpuCase]:
     n = STREAM
     one = lambda t, d: [_randn(t, d, n)]  # noqa: E731
+    # minimal FLOPs per element: one per arithmetic op, one per transcendental
     out = [
         GpuCase("copy 2^28", None, one, 2 * n * 4, copy=True),
-        GpuCase("5-op chain 2^28", workloads.chain5, one, 2 * n * 4),
-        GpuCase("gelu(tanh) 2^28", workloads.gelu, one, 2 * n * 4),
-        GpuCase("sum(x*x) 2^28", workloads.sum_squares, one, n * 4 + 4, rtol=2e-3),
+        GpuCase("5-op chain 2^28", workloads.chain5, one, 2 * n * 4, flops=5 * n),
+        GpuCase("gelu(tanh) 2^28", workloads.gelu, one, 2 * n * 4, flops=9 * n),
+        GpuCase("sum(x*x) 2^28", workloads.sum_squares, one, n * 4 + 4, flops=2 * n,
+                rtol=2e-3),
     ]
     for length in SOFTMAX_LENGTHS_QUICK if quick else SOFTMAX_LENGTHS:
         rows = SOFTMAX_TOTAL // length
+        # max, subtract, exp, sum, divide
         out.append(GpuCase(f"softmax {rows}x{length}", workloads.softmax_rows,
                            functools.partial(_rows, rows=rows, cols=length),
-                           2 * rows * length * 4, atol=1e-6))
+                           2 * rows * length * 4, flops=5 * rows * length, atol=1e-6))
     rows = SOFTMAX_TOTAL // 4096
+    # mean, subtract, square, mean, scale by rsqrt, * w, + b
     out.append(GpuCase(f"layer_norm {rows}x4096", workloads.layer_norm,
                        lambda t, d: [_randn(t, d, rows, 4096), 1 + _randn(t, d, 4096, scale=.1),
                                      _randn(t, d, 4096, scale=.1)],
-                       (2 * rows * 4096 + 2 * 4096) * 4))
+                       (2 * rows * 4096 + 2 * 4096) * 4, flops=7 * rows * 4096))
     for dtype in ("bfloat16", "float16"):
         out.append(GpuCase(f"matmul {MM} +bias+gelu {dtype}", workloads.matmul_bias_gelu,
                            functools.partial(_matmul_inputs, dtype=dtype),
@@ -75,7 +84,7 @@ def cases(quick: bool) -> list[GpuCase]:
                            rtol=3e-2, atol=3e-2))
     out.append(GpuCase("10-op graph 16 elems", workloads.chain10,
                        lambda t, d: [_randn(t, d, 16), _randn(t, d, 16, scale=.5)], 3 * 16 * 4,
-                       latency=True))
+                       flops=10 * 16, latency=True))
     return out
 
 
@@ -180,11 +189,12 @@ def _row(case, impl, copy_gbs):
         return {"case": case.name, "impl": impl.name, "error": impl.error}
     s = impl.extra["median_s"]
     gbs = case.nbytes / s / 1e9
+    compute = not case.latency and roofline.bound(case.nbytes, case.flops, case.dtype) == "compute"
     return {"case": case.name, "impl": impl.name, "dtype": case.dtype, "ms": s * 1e3,
-            "gb_s": None if case.flops or case.latency else gbs,
-            "frac_copy": gbs / copy_gbs if copy_gbs and not (case.flops or case.latency)
+            "gb_s": None if compute or case.latency else gbs,
+            "frac_copy": gbs / copy_gbs if copy_gbs and not (compute or case.latency)
             else None,
-            "tflop_s": case.flops / s / 1e12 if case.flops else None,
+            "tflop_s": case.flops / s / 1e12 if compute else None,
             "first_call_s": impl.first_call_s if impl.compiled else None,
             "check": impl.extra.get("check")}
 
@@ -210,14 +220,16 @@ def print_results(rows, device_name):
 
 
 def run(repeats=timing.MIN_REPEATS, quick=False) -> dict | None:
-    """Run the GPU cases; None (after one line) when there is no CUDA device."""
+    """Run the GPU cases; without a CUDA device, print the modelled H200
+    roofline of every case instead and return None (nothing was measured)."""
     try:
         import torch
         has_cuda = torch.cuda.is_available()
     except ImportError:
         has_cuda = False
     if not has_cuda:
-        print("bench gpu: no CUDA device here; nothing to run.")
+        print("bench gpu: no CUDA device here; the modelled roofline alone (nothing measured):")
+        roofline.print_model(cases(quick))
         return None
     from bench.cpu import ratios, print_ratios
     device_name = torch.cuda.get_device_name()
@@ -233,5 +245,15 @@ def run(repeats=timing.MIN_REPEATS, quick=False) -> dict | None:
     print_results(rows, device_name)
     rs = ratios(rows)
     print_ratios(rs, lazy_backends, want="triton")
+    model = roofline.with_measured_copy(roofline.H200, copy_gbs * 1e9) if copy_gbs \
+        else roofline.H200
+    measured = {}
+    for r in rows:
+        if "ms" in r:
+            measured.setdefault(r["case"], {})[r["impl"]] = r["ms"] / 1e3
+    impls = tuple(f"lazyrt-{b}" for b in lazy_backends) + ("torch eager", "torch.compile")
+    model_rows = roofline.print_model(cases(quick), model, measured, impls)
     return {"rows": rows, "ratios": rs, "copy_gb_s": copy_gbs, "device": device_name,
-            "lazyrt_backends": lazy_backends, "repeats": max(repeats, timing.MIN_REPEATS)}
+            "lazyrt_backends": lazy_backends, "repeats": max(repeats, timing.MIN_REPEATS),
+            "roofline": {"bandwidth": model.bandwidth_source, "peaks": model.peak_source,
+                         "rows": model_rows}}
