@@ -141,10 +141,7 @@ class _Emitter(ReductionEmitter):
         codes = [self.s.body[a].dtype for a in st.args]
         if st.op == "reduce":  # over no axes (size-1 axes were coalesced away)
             return self.reduce_identity(st, args[0], codes[0])
-        e = lower_statement("c", st, codes[0], t, args, self.s.name)
-        if st.dtype == D.FLOAT16:
-            e = f"lz_h({e})"
-        return e
+        return lower_statement("c", st, codes[0], t, args, self.s.name)
 
     def reduce_identity(self, st, a, code):
         if st.attr in ("any", "all"):

@@ -23,8 +23,6 @@ _UNSIGNED_T = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t",
 _INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
 
 
-
-
 def _is_float(code):
     return code in D.FLOATING
 
@@ -46,8 +44,9 @@ def _fmt_const(value, code) -> str:
 
 # --- lowerings: each takes (code, t, *operands) and returns a C expression -----
 # ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's
-# C compute type. The op table (lazyrt/ops.py) names one per op; float16 is
-# computed in float and rounded after every op by the emitter.
+# C compute type. The op table (lazyrt/ops.py) names one per op. float16 values
+# live in float; an op on them computes in float, and the cast to float16 that
+# the planner puts after it (passes.round_float16) rounds.
 
 def wrap_int(sym):
     """+ - *: floats as is, bool as | / &, ints wrapping through unsigned (NumPy's)."""
@@ -170,12 +169,12 @@ def invert(code, t, a):
 
 
 def cast(code, t, a):
-    """astype: to bool is ``!= 0``; double to float16 rounds once, directly;
-    otherwise C's conversion (float16 is rounded by the emitter, as after every op)."""
+    """astype: to bool is ``!= 0``; to float16 rounds (held in float), from a
+    double in one rounding; otherwise C's conversion."""
     if t.dtype == D.BOOL:
         return f"({a} != 0)"
-    if t.dtype == D.FLOAT16 and code == D.FLOAT64:
-        return f"lz_hd({a})"
+    if t.dtype == D.FLOAT16:
+        return f"lz_hd({a})" if code == D.FLOAT64 else f"lz_h({a})"
     return f"({t}){a}"
 
 

@@ -23,7 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import KernelSpec
+from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec
+from lazyrt.planner.passes import computes_wider
+
+from .lowering import EmitError
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ def kernel_layout(spec: KernelSpec) -> KernelLayout:
     size, since the source bakes strides and never sizes (a row of 1 gets the
     layout, and the compiled kernel, of a row of 5).
     """
+    _check_rounded(spec)
     red = spec.reduce_axes
     n = len(spec.body)
     elem, stage = [False] * n, [0] * n
@@ -98,3 +102,13 @@ def scalar_reads(spec: KernelSpec) -> tuple:
     return tuple(ScalarRead(k, params[k] if k < len(params) else k, code)
                  for k, code in enumerate(spec.scalars))
 
+
+def _check_rounded(spec: KernelSpec):
+    """Emitters never round float16 on their own: an op still computing a
+    float16 result means the planner's passes did not run on ``spec``."""
+    for st in spec.body:
+        if computes_wider(st):
+            raise EmitError(f"kernel {spec.name}: v{st.id} = {st.op} computes "
+                            f"{D.NAMES[st.dtype]} directly; run lazyrt.planner.passes.run "
+                            f"on the spec (it computes in {D.NAMES[COMPUTED_IN[st.dtype]]} "
+                            f"and rounds with a cast)")

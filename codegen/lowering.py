@@ -3,7 +3,9 @@
 A lowering is ``lower(code, t, *operands) -> expression``: ``code`` is the
 operands' dtype and ``t`` the result's compute type in the target language,
 a :class:`ComputeType` that also knows the result's lazyrt dtype (a cast to
-float16 computes in float, but must round once, from the source, to float16).
+float16 is held in float, but must round once, from the source, to float16).
+Which ops compute in a wider dtype is not an emitter's choice: the kernel IR
+says (``kernel_ir.COMPUTED_IN``) and the planner writes the rounding casts.
 """
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ reduction's result runs in a later pass over the row.
 
 NumPy semantics come from :mod:`lazyrt.kernels.triton_math` (``lzm``):
 NaN-propagating max/min, floor division/modulo, half-to-even rounding;
-float16 values are computed in float32 and rounded after every op; bool
-buffers are uint8 0/1 (loaded as ``!= 0``, computed as int1).
+float16 values live in float32 (the planner's casts round them after every
+op); bool buffers are uint8 0/1 (loaded as ``!= 0``, computed as int1).
 """
 from __future__ import annotations
 
@@ -572,5 +572,3 @@ class _Emitter:
             self.line(1, f"{r} = tl.where({r} == {big}, 0, {r})")
             if _is_float(code):
                 self.line(1, f"{r} = tl.where(nan_at < {big}, nan_at, {r})")
-        if st.dtype == D.FLOAT16:
-            self.line(1, f"{r} = {r}.to(tl.float16).to(tl.float32)")

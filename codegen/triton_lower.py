@@ -24,8 +24,6 @@ _INT_MIN = {D.INT8: -2**7, D.UINT8: 0, D.INT32: -2**31, D.INT64: -2**63, D.BOOL:
 _INT_MAX = {D.INT8: 2**7 - 1, D.UINT8: 255, D.INT32: 2**31 - 1, D.INT64: 2**63 - 1, D.BOOL: 1}
 
 
-
-
 def _is_float(code):
     return code in D.FLOATING
 
@@ -46,8 +44,9 @@ def fmt_const(value, code) -> str:
 
 # --- lowerings: each takes (code, t, *operands) and returns a Triton expression ---
 # ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's
-# compute type. The op table (lazyrt/ops.py) names one per op; float16 is
-# computed in float32 and rounded after every op by :func:`expression`.
+# compute type. The op table (lazyrt/ops.py) names one per op. float16 values
+# live in float32; an op on them computes in float32, and the cast to float16
+# that the planner puts after it (passes.round_float16) rounds.
 
 def arith(sym):
     """+ - *: bool as | & ^ (NumPy's bool arithmetic), else the operator."""
@@ -165,11 +164,11 @@ def invert(code, t, a):
 
 
 def cast(code, t, a):
-    """astype: to bool is ``!= 0``; float64 to float16 rounds once, directly;
-    else Triton's conversion."""
+    """astype: to bool is ``!= 0``; to float16 rounds once, from the source,
+    and is held in float32; else Triton's conversion."""
     if t.dtype == D.BOOL:
         return f"({a} != 0)"
-    if t.dtype == D.FLOAT16 and code == D.FLOAT64:
+    if t.dtype == D.FLOAT16:
         return f"{a}.to(tl.float16).to({t})"
     return f"{a}.to({t})"
 
@@ -186,10 +185,7 @@ def expression(spec, st, var) -> str:
     if st.op == "const":
         return fmt_const(st.attr, st.dtype)
     code = spec.body[st.args[0]].dtype if st.args else st.dtype
-    e = lower_statement("triton", st, code, t, [var(a) for a in st.args], spec.name)
-    if st.dtype == D.FLOAT16:
-        e = f"{e}.to(tl.float16).to(tl.float32)"
-    return e
+    return lower_statement("triton", st, code, t, [var(a) for a in st.args], spec.name)
 
 
 def load_expr(ptr, idx, code, mask) -> str:

@@ -218,3 +218,37 @@ def test_default_dtypes_of_python_data(backend):
     assert lr.zeros(3).dtype == np.float64
     assert lr.full((2,), 7).dtype == np.int64
     assert lr.full((2,), 7.0).dtype == np.float64
+
+
+# --- float16: computed in float32, rounded after every op ---------------------
+
+def _bits(a) -> np.ndarray:
+    return np.asarray(a).view(np.uint16)
+
+
+def test_float16_chain_rounds_after_every_op_bit_for_bit(backend):
+    """NumPy's float16 loops round every op's result to float16; so does every
+    backend (the planner's cast after each op), to the bit. Rounding only at the
+    store would differ: the data is chosen so it does."""
+    rng = np.random.default_rng(16)
+    x = rng.uniform(-4, 4, 4096).astype(np.float16)
+    y = rng.uniform(-4, 4, 4096).astype(np.float16)
+    expected = (x * y + np.float16(1)) / np.float16(3)
+    once = ((x.astype(np.float32) * y + 1) / 3).astype(np.float16)
+    assert np.any(_bits(once) != _bits(expected))
+    got = ((lr.tensor(x) * lr.tensor(y) + 1) / 3).numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(_bits(got), _bits(expected))
+
+
+def test_float16_row_sum_is_rounded_before_the_kernel_uses_it(backend):
+    """A float16 sum is a float16 value to the ops after it in the same kernel
+    (the C emitter used the unrounded float sum). Row sums of multiples of 1/256
+    are exact in float32, so NumPy's one rounding is the only one."""
+    rng = np.random.default_rng(17)
+    x = (rng.integers(0, 1024, (64, 300)) / 256).astype(np.float16)
+    expected = x - x.sum(axis=1, keepdims=True) * np.float16(0.01)
+    t = lr.tensor(x)
+    got = (t - t.sum(axis=1, keepdims=True) * 0.01).numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(_bits(got), _bits(expected))

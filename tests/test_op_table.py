@@ -15,6 +15,7 @@ import pytest
 import lazyrt as lr
 from lazyrt import dtypes as D
 from lazyrt import ops
+from lazyrt.planner import passes
 from lazyrt.planner.kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt
 
 POINTWISE = [op for op in ops.OPS if op.kind == ops.POINTWISE]
@@ -48,6 +49,8 @@ def _operand_dtypes(op):
 
 
 def _one_op_spec(op, comp, out) -> KernelSpec:
+    """One kernel computing ``op`` on loads of dtype ``comp``, after the planner's
+    passes (float16 rounding), as every emitter receives it."""
     flat = IndexMap(0, (1,))
     if op is ops.WHERE:
         dtypes = (D.BOOL, comp, comp)
@@ -57,8 +60,9 @@ def _one_op_spec(op, comp, out) -> KernelSpec:
     attr = out if op is ops.CAST else None
     body.append(Stmt(len(body), op, out, tuple(range(len(dtypes))), attr))
     inputs = tuple(KernelInput(k, dt, flat) for k, dt in enumerate(dtypes))
-    return KernelSpec(f"k0_fused_{op.name}", (8,), (), inputs, (), tuple(body),
-                      (KernelOutput(len(dtypes), out, flat, len(body) - 1),), op.name)
+    return passes.run(KernelSpec(f"k0_fused_{op.name}", (8,), (), inputs, (), tuple(body),
+                                 (KernelOutput(len(dtypes), out, flat, len(body) - 1),),
+                                 op.name))
 
 
 def test_every_op_is_one_entry_with_a_unique_name_and_position():
@@ -88,6 +92,22 @@ def test_every_emitter_lowers_every_dtype_of_an_op_or_refuses_it_by_name(op):
                 assert comp not in D.FLOATING, f"{target} refused {op.name} on {D.NAMES[comp]}"
                 continue
             assert "def " in kernel.source or "void " in kernel.source
+
+
+def test_emitters_refuse_float16_math_the_passes_did_not_round():
+    """float16 rounding is the planner's pass, not emitter code: a float16 op
+    that reaches an emitter unrounded is refused, not silently left unrounded."""
+    flat = IndexMap(0, (1,))
+    body = (Stmt(0, "load", D.FLOAT16, (), 0), Stmt(1, ops.EXP, D.FLOAT16, (0,)))
+    spec = KernelSpec("k0_fused_exp", (8,), (), (KernelInput(0, D.FLOAT16, flat),), (), body,
+                      (KernelOutput(1, D.FLOAT16, flat, 1),))
+    for target, (emit, error) in _emitters().items():
+        with pytest.raises(error, match="passes"):
+            emit(spec)
+        rounded = passes.run(spec)
+        assert [(st.op, st.dtype) for st in rounded.body[1:]] == [
+            (ops.EXP, D.FLOAT32), (ops.CAST, D.FLOAT16)]
+        emit(rounded)
 
 
 @pytest.mark.parametrize("op", REDUCTIONS, ids=str)

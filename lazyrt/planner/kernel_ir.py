@@ -16,6 +16,12 @@ list of SSA statements:
               (:class:`lazyrt.ops.OpDef`, with its lowering per target;
               ``cast``'s attr is the dtype)
 
+A float16 value is held in float32 and is always exactly a float16: an op
+whose result is float16 computes in float32 and a ``cast`` to float16 rounds
+it (:data:`COMPUTED_IN`; the planner's pass ``passes.round_float16`` writes
+the casts, so an emitter lowers casts and never rounds on its own). An op's
+operands may be float16 values of a float32 op: they widen exactly.
+
 ``outputs`` store SSA values through index maps. An output whose value is
 row-level (depends only on outer axes: a reduction result) is stored once
 per outer point; its index map has stride 0 on the reduce axes.
@@ -32,6 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import dtypes as D
+
+#: dtypes whose arithmetic runs in a wider dtype, rounded back after every op
+#: as NumPy's float16 loops do: float16 in float32
+COMPUTED_IN = {D.FLOAT16: D.FLOAT32}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from drifting apart (they each used to carry their own copy).
 * :func:`specialize_pow` — ``x ** 2`` is ``x * x``, ``x ** 3`` is
   ``x * x * x``, ``x ** 0.5`` is ``sqrt(x)``, ``x ** -1`` is ``1 / x`` and
   ``x ** 1`` is ``x`` (for a baked exponent, on floats).
+* :func:`round_float16` — an op on float16 computes in float32 and a cast
+  rounds its result to float16, after every op, as NumPy does.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import replace
 
 from .. import dtypes as D
 from .. import ops
-from .kernel_ir import KernelSpec, Stmt
+from .kernel_ir import COMPUTED_IN, KernelSpec, Stmt
 
 
 class _Body:
@@ -59,7 +61,7 @@ def specialize_pow(spec: KernelSpec) -> KernelSpec:
         if e == 2:
             return body.add(ops.MUL, st.dtype, (base, base))
         if e == 3:
-            wide = D.FLOAT32 if st.dtype == D.FLOAT16 else st.dtype
+            wide = COMPUTED_IN.get(st.dtype, st.dtype)
             cube = body.add(ops.MUL, wide, (body.add(ops.MUL, wide, (base, base)), base))
             return cube if wide == st.dtype else body.add(ops.CAST, st.dtype, (cube,), st.dtype)
         if e == 0.5:
@@ -73,8 +75,34 @@ def specialize_pow(spec: KernelSpec) -> KernelSpec:
     return _rebuild(spec, rewrite)
 
 
-#: every pass, in order
-PASSES = (specialize_pow,)
+def computes_wider(st: Stmt) -> bool:
+    """Whether statement ``st`` computes in a wider dtype than its own
+    (:data:`~lazyrt.planner.kernel_ir.COMPUTED_IN`) and must be rounded after:
+    every op (reductions too) with a float16 result, but a cast, which is
+    itself the rounding, and the leaves (load, scalar, const), which hold
+    float16 values already."""
+    return st.dtype in COMPUTED_IN and st.op not in ("load", "scalar", "const") \
+        and st.op is not ops.CAST
+
+
+def round_float16(spec: KernelSpec) -> KernelSpec:
+    """Every op that :func:`computes_wider` computes in float32, then a cast to
+    float16 rounds it: one rounding per op, where NumPy's float16 loops round.
+
+    ``v2: float16 = mul(v0, v1)`` becomes ``v2: float32 = mul(v0, v1)`` and
+    ``v3: float16 = cast(v2, 5)``; uses of ``v2`` read ``v3``.
+    """
+    def rewrite(st, args, body):
+        if not computes_wider(st):
+            return None
+        value = body.add(st.op, COMPUTED_IN[st.dtype], args, st.attr, st.acc)
+        return body.add(ops.CAST, st.dtype, (value,), st.dtype)
+
+    return _rebuild(spec, rewrite)
+
+
+#: every pass, in order (rounding last: the rewrites before it may add float16 ops)
+PASSES = (specialize_pow, round_float16)
 
 
 def run(spec: KernelSpec) -> KernelSpec:
