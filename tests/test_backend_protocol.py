@@ -50,14 +50,26 @@ def test_opaque_steps_have_a_kind_and_run_on_the_host(backend):
         assert "setslice" in names, names
 
 
-def test_host_kind_names_the_opaque_step():
+def test_an_opaque_step_says_its_kind_and_runs_on_the_host_from_it():
     from lazyrt.planner import OpaqueStep, plan
     x = lr.tensor(np.ones((2, 2), np.float32))
     steps = plan(_graph_of(lr.concat([x, x + 1], axis=1))).steps
     (step,) = [s for s in steps if isinstance(s, OpaqueStep)]
-    assert host.kind(step) == host.CONCAT and host.concat_axis(step) == 1
+    assert step.kind == host.CONCAT and host.concat_axis(step) == 1
+    assert not hasattr(step, "op")  # backends see steps, not the op table's entries
     out = host.run(step, [np.zeros((2, 2)), np.ones((2, 2))])
     assert out.shape == (2, 4)
+
+
+def test_every_opaque_op_plans_to_a_kind_the_host_runs():
+    from lazyrt import ops
+    from lazyrt.planner import OpaqueStep, plan
+    x = lr.tensor(np.zeros((2, 3), np.float32))
+    y = x + 1
+    y[0, 1:] = lr.tensor(np.array([-1.0, -2.0], np.float32))
+    steps = plan(_graph_of(lr.concat([x, x * 2], axis=0), y)).steps
+    kinds = {s.kind for s in steps if isinstance(s, OpaqueStep)}
+    assert kinds == {op.name for op in ops.OPS if op.kind == ops.OPAQUE} == set(host.KINDS)
 
 
 def test_compiled_backends_do_not_reach_into_the_op_table():

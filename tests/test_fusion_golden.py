@@ -246,6 +246,8 @@ def test_matmul_bias_gelu_is_one_blas_step_and_one_kernel():
     assert p.kernels[0].bytes_moved() == F32 * (SHAPE[0] * 32 * 2 + 32)
     (node, reason), = p.unfused
     assert p.graph.nodes[node].op.name == "matmul" and "BLAS" in reason
+    (refusal,) = p.refusals  # the one fusion not taken: BLAS has no epilogue
+    assert refusal.kind == "epilogue" and refusal.steps == (0, 1) and "BLAS" in refusal.reason
 
 
 def test_negative_step_slice_folds_into_the_index_map():

@@ -130,7 +130,8 @@ def test_planning_a_chain_of_ten_thousand_steps(max_graph_nodes):
     graph = Graph.from_capture(capture([x._node]))
     del x  # never computed: released unread
     assert len(planner.plan(graph).steps) == 10_000
-    fused = planner.plan(graph, fuse_matmul_epilogue=True)
+    fused = planner.plan(graph, planner.Capabilities(matmul_epilogue=True,
+                                                     matmul_engine="a Triton matmul kernel"))
     assert len(fused.steps) == 5000 and all(s.epilogue is not None for s in fused.steps)
 
 

@@ -344,7 +344,7 @@ def test_kernel_counts_match_the_c_backend():
 def test_kernel_is_named_after_its_fused_ops_with_a_header_comment():
     from lazyrt.codegen.triton import emit_triton
     from lazyrt.graph import Graph  # noqa: F401 - the plan comes from a real run
-    from lazyrt.planner import plan
+    from lazyrt.planner import Capabilities, plan
     lr.sync()
     runtime.program_cache.clear()
     seen = {}
@@ -352,7 +352,8 @@ def test_kernel_is_named_after_its_fused_ops_with_a_header_comment():
     original = be.compile
 
     def spy(graph):
-        seen["plan"] = plan(graph, fuse_matmul_epilogue=True)
+        seen["plan"] = plan(graph, Capabilities(matmul_epilogue=True,
+                                                matmul_engine="a Triton matmul kernel"))
         return original(graph)
 
     be.compile = spy

@@ -22,7 +22,7 @@ from .. import _launch
 from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
-from ..planner import KernelStep, MatmulStep, plan
+from ..planner import Capabilities, KernelStep, MatmulStep, plan
 from . import host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import CCompiler
@@ -58,7 +58,7 @@ class _Opaque:
 
     def __init__(self, step):
         self.step = step
-        self.name = host.kind(step)
+        self.name = step.kind
 
     def run(self, bufs, scalars):
         s = self.step
@@ -131,7 +131,10 @@ class CBackend:
         return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib), outcome
 
     def compile(self, graph):
-        the_plan, launches, record = compile_graph(self, graph, plan, self._build)
+        the_plan, launches, record = compile_graph(
+            self, graph,
+            lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS")),
+            self._build)
         return CProgram(the_plan, launches, record)
 
     def _build(self, step, the_plan) -> Built:

@@ -1,6 +1,6 @@
 """The ``triton`` backend: plan -> Triton kernels -> launches on torch tensors.
 
-A program is the planner's steps (planned with ``fuse_matmul_epilogue=True``)
+A program is the planner's steps (planned with a matmul epilogue)
 bound to runnable pieces: generated kernels (:mod:`lazyrt.codegen.triton`),
 the matmul template with its fused epilogue (:mod:`lazyrt.codegen.triton_matmul`)
 and the opaque movement ops (torch; NumPy on the CPU).
@@ -51,7 +51,7 @@ from .. import dtypes as D
 from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
-from ..planner import KernelStep, MatmulStep, plan
+from ..planner import Capabilities, KernelStep, MatmulStep, plan
 from ..planner.strided import contiguous_strides
 from . import host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
@@ -252,7 +252,7 @@ class _Opaque:
         self.step, self.on_cpu = step, on_cpu
         self.shape = tuple(out_shape)
         self.size = int(np.prod(self.shape))
-        self.name = self.kind = host.kind(step)
+        self.name = self.kind = step.kind
 
     def run(self, bufs, fa):
         s = self.step
@@ -443,7 +443,10 @@ class TritonBackend:
 
     def compile(self, graph):
         the_plan, launches, record = compile_graph(
-            self, graph, lambda g: plan(g, fuse_matmul_epilogue=True), self._build)
+            self, graph,
+            lambda g: plan(g, Capabilities(matmul_epilogue=True,
+                                           matmul_engine="a Triton matmul kernel")),
+            self._build)
         if self.aot is not None:  # the AOT check's resources, per kernel and target
             record = dataclasses.replace(record, kernels=tuple(
                 k._replace(resources=getattr(launch, "resources", ()))

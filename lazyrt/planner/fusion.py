@@ -1,9 +1,10 @@
 """The fusion planner: Graph -> Plan (buffers and a list of steps).
 
 What becomes a buffer ("realized"): parameters, the operands and results of
-matmuls (BLAS) and opaque movement ops (concat, setslice), graph outputs,
-and whatever a kernel cannot compute in place — each with a reason the debug
-output shows. Everything else is fused:
+matmuls and opaque movement ops (concat, setslice), graph outputs, whatever
+a kernel cannot compute in place, and shared producers the policy stores
+rather than recompute — each with a reason the debug output shows.
+Everything else is fused:
 
 * views (reshape, permute, expand, slice) fold into index maps;
 * any DAG of pointwise ops is one kernel; results needed outside it are
@@ -13,120 +14,128 @@ output shows. Everything else is fused:
   softmax, layer norm and ``x - x.mean(axis)`` are one kernel each.
 
 Legality lives in :class:`_KernelBuilder` (an illegal fusion raises
-:class:`_Replan` naming the node to realize and why); profitability in
-:class:`FusionPolicy`. The planner sees only the Graph, never tensors.
+:class:`_Replan` naming the node to realize and why) and in the backend's
+:class:`Capabilities`; profitability in :class:`FusionPolicy`. Every fusion
+not taken is a :class:`Refusal` in the plan, with its reason. The planner
+sees only the Graph, never tensors.
 """
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 
 from .. import ops
 from . import strided as S
 from . import passes
 from .kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt, coalesce
-from .schedule import (Buffer, BufferView, KernelStep, MatmulStep, OpaqueStep,  # noqa: F401
-                       _fuse_epilogues, _merge_siblings, _order_steps)
-
-
-@dataclass(frozen=True)
-class Plan:
-    buffers: tuple            # Buffer
-    steps: tuple              # KernelStep | MatmulStep | OpaqueStep
-    param_buffers: tuple      # per graph param: buffer id, or -1 for a runtime scalar
-    scalar_slot: tuple        # per graph param: scalar slot, or -1 for data
-    n_scalars: int
-    outputs: tuple            # BufferView per graph output
-    unfused: tuple = ()       # (node, reason) for every value that got a buffer
-    graph: object = field(default=None, compare=False)
-
-    @property
-    def kernels(self) -> list:
-        return [s.spec for s in self.steps if isinstance(s, KernelStep)]
-
-    def describe(self) -> str:
-        lines = [f"plan: {len(self.steps)} steps, {len(self.buffers)} buffers"]
-        for node, reason in self.unfused:
-            n = self.graph.nodes[node] if self.graph is not None else None
-            what = f"%{node} ({n.op.name})" if n is not None else f"%{node}"
-            lines.append(f"  buffer for {what}: {reason}")
-        for k, step in enumerate(self.steps):
-            if isinstance(step, KernelStep):
-                lines.append(f"step {k}: " + step.spec.describe().replace("\n", "\n  "))
-            elif isinstance(step, MatmulStep):
-                lines.append(f"step {k}: matmul buf{step.a.buffer} @ buf{step.b.buffer} "
-                             f"-> buf{step.out}" + (" (BLAS)" if step.epilogue is None else
-                                                    " with epilogue:"))
-                if step.epilogue is not None:
-                    lines.append("  " + step.epilogue.describe().replace("\n", "\n  "))
-            else:
-                lines.append(f"step {k}: {step.op.name} -> buf{step.out} (NumPy)")
-        return "\n".join(lines)
+from .schedule import (DEPTH, LEGALITY, RECOMPUTE, Buffer, BufferView, Capabilities,
+                       KernelStep, MatmulStep, OpaqueStep, Plan, Refusal, fold_epilogues,
+                       merge_siblings, order_steps, reads, sibling_refusals, writes)
 
 
 class FusionPolicy:
-    """Profitability: legal fusions are taken when they save memory traffic.
+    """Profitability: which legal fusions the planner takes. Each decision is a
+    method or a field; change one in a subclass and the plan's ``refusals``
+    say what it refused and why.
 
-    Recomputing a shared pointwise producer inside each consumer kernel saves
+    Recomputing a shared producer inside each kernel that needs it saves
     writing and re-reading it (2 * bytes per element) at the price of its
     arithmetic; on a memory-bound machine that pays unless the producer is a
-    long chain of transcendentals feeding many kernels.
+    long chain feeding many kernels.
     """
-    max_recompute_ops = 24
+    #: most extra op evaluations per element that recomputing a shared producer
+    #: may cost; None: no limit, every shared producer is recomputed (the plans
+    #: the golden tests and benchmarks hold)
+    max_recompute_ops: int | None = None
     #: longest chain of ops fused into one kernel; past it a value is stored.
     #: Bounds compile time and the planner's recursion on very long chains.
     max_fused_depth = 96
 
     def inline_shared(self, n_kernels: int, subtree_ops: int) -> bool:
-        return n_kernels <= 1 or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops
+        """Whether a producer of ``subtree_ops`` ops (its own and those it
+        computes from) that ``n_kernels`` kernels need is computed in each of
+        them, rather than stored by its own kernel and loaded by theirs."""
+        return (n_kernels <= 1 or self.max_recompute_ops is None
+                or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops)
+
+    def merge_siblings(self, first, second) -> bool:
+        """Whether two independent kernels (KernelSpecs) over one domain that read
+        a common buffer run as one loop: it reads that buffer once and saves a
+        launch, at no cost in memory traffic, so they do."""
+        return True
+
+    def fold_epilogue(self, epilogue) -> bool:
+        """Whether the pointwise kernel (a KernelSpec) that alone reads a matmul's
+        product runs in the matmul's epilogue, where the backend's matmul has
+        one: the product is then never written or read back, so it does."""
+        return True
 
 
 class _Replan(Exception):
+    """An illegal fusion: ``node`` must be stored, for ``reason``."""
     def __init__(self, node, reason):
         super().__init__(reason)
         self.node, self.reason = node, reason
 
 
+class _Recompute(Exception):
+    """The policy stores these shared producers: node -> (RECOMPUTE, reason)."""
+    def __init__(self, stored):
+        super().__init__(f"{len(stored)} shared producers stored")
+        self.stored = stored
+
+
 _BOUNDARY_KINDS = (ops.MATMUL, ops.OPAQUE)
 
 
-def plan(graph, policy: FusionPolicy | None = None, fuse_matmul_epilogue=False) -> Plan:
-    """Plan ``graph``. ``fuse_matmul_epilogue`` folds the pointwise kernel that
-    consumes a matmul into the matmul itself (the Triton backend's template
-    has an epilogue hook; the C backend calls BLAS and keeps them apart)."""
-    p = _Planner(graph, policy or FusionPolicy())
-    p.fuse_matmul_epilogue = fuse_matmul_epilogue
-    return p.run()
+def plan(graph, capabilities: Capabilities = Capabilities(),
+         policy: FusionPolicy | None = None) -> Plan:
+    """Plan ``graph`` for a backend whose steps can do ``capabilities`` (the
+    default: matmuls in BLAS, without an epilogue), taking the fusions
+    ``policy`` (default :class:`FusionPolicy`) finds profitable.
+
+    >>> plan(graph, Capabilities(matmul_epilogue=True, matmul_engine="a Triton matmul kernel"))
+    """
+    return _Planner(graph, capabilities, policy or FusionPolicy()).run()
 
 
 class _Planner:
-    def __init__(self, graph, policy):
+    def __init__(self, graph, capabilities, policy):
         self.g = graph
         self.nodes = graph.nodes
+        self.caps = capabilities
         self.policy = policy
         self.consumers = [[] for _ in self.nodes]
         for i, n in enumerate(self.nodes):
             for j in n.inputs:
                 self.consumers[j].append(i)
         self.outputs = set(graph.outputs)
-        self.must: dict[int, str] = {}
+        # node -> (refusal kind, reason) for every value stored; the kind is
+        # None where storing it refuses no fusion (a matmul's product)
+        self.must: dict[int, tuple] = {}
         depth = [0] * len(self.nodes)
         for i, n in enumerate(self.nodes):
             if n.op.kind in (ops.POINTWISE, ops.VIEW, ops.REDUCTION):
                 depth[i] = 1 + max((depth[j] for j in n.inputs), default=0)
                 if depth[i] > policy.max_fused_depth:
-                    self.must[i] = (f"a chain of {policy.max_fused_depth} fused ops is "
+                    self.must[i] = (DEPTH, f"a chain of {policy.max_fused_depth} fused ops is "
                                     "stored before the next kernel continues it")
                     depth[i] = 0
+        engine = capabilities.matmul_engine
         for i, n in enumerate(self.nodes):
-            if n.op.kind in _BOUNDARY_KINDS:
-                self.must[i] = ("matmul runs in BLAS; its epilogue fuses into the next kernel"
-                                if n.op.kind == ops.MATMUL else
-                                f"{n.op.name} runs outside generated kernels")
-                for j in n.inputs:
-                    base, _ = self.view_base(j)
-                    if not self.is_buffer_node(base):
-                        self.must.setdefault(base, f"operand of {n.op.name}")
+            if n.op.kind == ops.MATMUL:
+                self.must[i] = (None, f"matmul runs in {engine}; " + (
+                    "a pointwise consumer may run in its epilogue"
+                    if capabilities.matmul_epilogue else "its epilogue fuses into the next kernel"))
+                operand = f"operand of matmul: {engine} reads it from memory"
+            elif n.op.kind == ops.OPAQUE:
+                self.must[i] = (LEGALITY, f"{n.op.name} runs outside generated kernels")
+                operand = f"operand of {n.op.name}, which runs on the host"
+            else:
+                continue
+            for j in n.inputs:
+                base, _ = self.view_base(j)
+                if not self.is_buffer_node(base):
+                    self.must.setdefault(base, (LEGALITY, operand))
 
     # -- helpers --
     def view_base(self, i):
@@ -151,15 +160,19 @@ class _Planner:
         return v
 
     def run(self) -> Plan:
-        for attempt in range(4 * len(self.nodes) + 4):
+        probed = False
+        for _ in range(4 * len(self.nodes) + 4):
             try:
                 return self._attempt()
+            except _Recompute as r:
+                self.must.update(r.stored)
             except _Replan as r:
                 if r.node in self.must:
                     raise AssertionError(f"lazyrt internal: planner loops on %{r.node}")
-                self.must[r.node] = r.reason
-                if attempt == 0:
+                self.must[r.node] = (LEGALITY, r.reason)
+                if not probed:
                     self._probe()  # the replans still to come, at a fraction of the cost
+                    probed = True
         raise AssertionError("lazyrt internal: planner did not converge")
 
     def _probe(self):
@@ -225,7 +238,7 @@ class _Planner:
                 except _Replan as r:
                     if r.node in must:
                         raise
-                    must[r.node] = r.reason
+                    must[r.node] = (LEGALITY, r.reason)
                     stale = [k for k in readers.pop(r.node, ()) if builds.pop(k, None)]
                     if r.node in for_outputs or r.node >= i:
                         return False
@@ -304,6 +317,7 @@ class _Planner:
 
         steps, stored = [], set()
         kernel_no = 0
+        computed = []  # per step: the nodes it computes (a kernel's, else none)
         # consumers first: a kernel that computes another output inline stores it
         for i in sorted(roots, reverse=True):
             if i in stored:
@@ -312,22 +326,35 @@ class _Planner:
             if n.op.kind == ops.MATMUL:
                 a, b = (self.buffer_view(j, buf_of) for j in n.inputs)
                 steps.append(MatmulStep(a, b, buf_of[i]))
+                computed.append(())
                 continue
             if n.op.kind == ops.OPAQUE:
                 ins = tuple(self.buffer_view(j, buf_of) for j in n.inputs)
-                steps.append(OpaqueStep(n.op, ins, n.attrs, buf_of[i]))
+                steps.append(OpaqueStep(n.op.name, ins, n.attrs, buf_of[i]))
+                computed.append(())
                 continue
             kb = _KernelBuilder(self, i, buf_of, scalar_of, kernel_no)
             spec = kb.build()
             # a later root computed inside this kernel is stored here, not again
             stored.update(kb.side_outputs)
             steps.append(KernelStep(spec))
+            computed.append(kb.computed)
             kernel_no += 1
-        steps = _merge_siblings(steps)
-        if getattr(self, "fuse_matmul_epilogue", False):
-            steps = _fuse_epilogues(steps, buffers)
+        steps, merged = merge_siblings(steps, self.policy)
+        shared = self.shared_to_store(computed, merged)
+        if shared:
+            raise _Recompute(shared)
+        steps, refused = fold_epilogues(steps, buffers, self.caps, self.policy)
+        order = order_steps(steps)
+        position = {k: p for p, k in enumerate(order)}
+        steps = [steps[k] for k in order]
+        refused = [(kind, (position[m],) + tuple(sorted(position[k] for k in ks)), why)
+                   for kind, (m, *ks), why in refused] + sibling_refusals(steps, self.policy)
+        refusals = self.stored_value_refusals(steps, buf_of)
+        refusals += [Refusal(kind, tuple(buffers[writes(steps[k])[0]].node for k in ks), ks, why)
+                     for kind, ks, why in refused]
         steps = [KernelStep(coalesce(st.spec)) if isinstance(st, KernelStep) else st
-                 for st in _order_steps(steps, buffers)]
+                 for st in steps]
 
         outputs = []
         for o in self.g.outputs:
@@ -336,9 +363,76 @@ class _Planner:
                 outputs.append(BufferView(buf_of[base], self.strided_through(base, chain)))
             else:
                 outputs.append(BufferView(buf_of[o], S.Strided.contiguous(nodes[o].shape)))
-        unfused = tuple((i, r) for i, r in sorted(self.must.items()))
+        unfused = tuple((i, r) for i, (_, r) in sorted(self.must.items()))
         return Plan(tuple(buffers), tuple(steps), tuple(param_buffers), tuple(scalar_slot),
-                    n_scalars, tuple(outputs), unfused, self.g)
+                    n_scalars, tuple(outputs), unfused,
+                    tuple(sorted(refusals, key=lambda r: (r.steps, r.kind))), self.g, self.caps)
+
+    def shared_to_store(self, computed, merged) -> dict:
+        """The shared producers ``policy.inline_shared`` stores rather than have
+        every kernel that needs them recompute them (kernels merged as siblings
+        count once): node -> (RECOMPUTE, reason)."""
+        first, kernels = {}, {}  # node -> first kernel computing it; -> all, when several
+        for k, nodes in enumerate(computed):
+            g = merged.get(k, k)
+            for i in nodes:
+                if first.setdefault(i, g) != g:
+                    kernels.setdefault(i, {first[i]}).add(g)
+        stored, covered = {}, set()
+        # consumers first: once one is stored, its producers are needed by fewer kernels
+        for i in sorted(kernels, reverse=True):
+            if i in covered or self.nodes[i].op.kind not in (ops.POINTWISE, ops.REDUCTION):
+                continue
+            sub = self.inline_subtree(i)
+            n_ops = sum(self.nodes[j].op.kind in (ops.POINTWISE, ops.REDUCTION) for j in sub)
+            n = len(kernels[i])
+            if not self.policy.inline_shared(n, n_ops):
+                stored[i] = (RECOMPUTE, f"{n} kernels need it: recomputing its {n_ops} ops in "
+                             f"each costs more than storing it "
+                             f"({type(self.policy).__name__}.inline_shared)")
+                covered |= sub
+        return stored
+
+    def inline_subtree(self, i) -> set:
+        """Node i and the nodes a kernel computes with it, down to stored values."""
+        sub, stack = {i}, [i]
+        while stack:
+            for j in self.nodes[stack.pop()].inputs:
+                if j not in sub and not self.is_buffer_node(j):
+                    sub.add(j)
+                    stack.append(j)
+        return sub
+
+    def stored_value_refusals(self, steps, buf_of) -> list:
+        """A Refusal for every value stored because a fusion was refused: its
+        producer and the nodes that use it, the step that writes it and those
+        that read it (none for an output nothing else uses: nothing was refused)."""
+        refused = {buf_of[i]: (i, kind, reason) for i, (kind, reason) in self.must.items()
+                   if kind is not None}
+        writer, readers = {}, {}
+        for k, st in enumerate(steps):
+            for b in writes(st):
+                if b in refused:
+                    writer[b] = k
+            for b in reads(st):
+                if b in refused:
+                    ks = readers.setdefault(b, [])
+                    if not ks or ks[-1] != k:
+                        ks.append(k)
+        return [Refusal(kind, (i,) + users, (writer[b],) + tuple(readers.get(b, ())), reason)
+                for b, (i, kind, reason) in refused.items() if (users := self.users_of(i))]
+
+    def users_of(self, i) -> tuple:
+        """The nodes that use node i's value, seen through views (a view nothing
+        uses, an output, is a user)."""
+        users, stack = set(), list(self.consumers[i])
+        while stack:
+            j = stack.pop()
+            if self.nodes[j].op.kind == ops.VIEW and j not in self.must and self.consumers[j]:
+                stack.extend(self.consumers[j])
+            else:
+                users.add(j)
+        return tuple(sorted(users))
 
     def buffer_view(self, i, buf_of) -> BufferView:
         base, chain = self.view_base(i)
@@ -435,6 +529,7 @@ class _KernelBuilder:
                 names.append(name)
         label = "_".join(names[:4]) or "copy"
         fused = {self.root} | {i for i, _ in self.memo if not self.p.is_buffer_node(i)}
+        self.computed = fused
         spec = KernelSpec(f"k{self.number}_fused_{label}", tuple(self.domain),
                           tuple(self.reduce_axes or ()), tuple(self.inputs),
                           tuple(self.scalars), tuple(self.body), tuple(self.outputs),

@@ -1,17 +1,38 @@
-"""Plan steps and how they are scheduled: the step types a Plan is made of,
-their buffer dependencies and order, and the merges done on whole kernels
-(sibling loops sharing an input; a pointwise epilogue folded into a matmul).
+"""The plan and its steps: the step types a Plan is made of, their buffer
+dependencies and order, the merges done on whole kernels (sibling loops
+sharing an input; a pointwise epilogue folded into a matmul) and the record
+of every fusion refused (:class:`Refusal`).
 
 These work on KernelSpecs and buffers only; building kernels from the graph
-is :mod:`lazyrt.planner`'s job.
+is :mod:`lazyrt.planner.fusion`'s job.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .. import ops
 from . import strided as S
 from .kernel_ir import IndexMap, KernelOutput, KernelSpec, Stmt
+
+#: kinds of :class:`Refusal`
+LEGALITY = "legality"     # a kernel or a step cannot express the fusion
+RECOMPUTE = "recompute"   # the policy stores a shared producer rather than recompute it
+DEPTH = "depth"           # the policy's longest fused chain was reached
+SIBLING = "sibling"       # kernels reading a common buffer run as separate loops
+EPILOGUE = "epilogue"     # a matmul's consumer runs outside the matmul
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend's steps can do, which bounds what the planner may fuse.
+
+    >>> Capabilities(matmul_epilogue=True, matmul_engine="a Triton matmul kernel")
+    Capabilities(matmul_epilogue=True, matmul_engine='a Triton matmul kernel')
+    """
+    #: its matmul step runs a pointwise kernel over the product in registers
+    matmul_epilogue: bool = False
+    #: what runs a matmul step, as the plan's reasons name it
+    matmul_engine: str = "BLAS"
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -39,31 +60,104 @@ class MatmulStep:
     a: BufferView
     b: BufferView
     out: int
-    #: pointwise kernel over the product, fused when the backend asks for it:
-    #: its inputs[0] is the product itself (never materialized), at full rank
+    #: pointwise kernel over the product, fused when the backend's matmul has an
+    #: epilogue: its inputs[0] is the product itself (never materialized), at full rank
     epilogue: KernelSpec | None = None
 
 
 @dataclass(frozen=True)
 class OpaqueStep:
-    op: ops.OpDef
+    """Data movement no kernel does: ``kind`` is ``"concat"`` (``attrs[0]`` the
+    axis) or ``"setslice"``; backends run it on the host."""
+    kind: str
     inputs: tuple             # BufferView per operand
     attrs: object
     out: int
 
 
-def _order_steps(steps, buffers):
-    """Topological order of steps by the buffers they write and read."""
-    return [steps[k] for k in _topological(steps, _step_inputs(steps))]
+@dataclass(frozen=True)
+class Refusal:
+    """Two parts of a plan that could have fused and did not, and why.
+
+    ``nodes`` are graph nodes and ``steps`` indices into ``Plan.steps``; for a
+    stored value (LEGALITY, RECOMPUTE, DEPTH) the producer comes first, then
+    what reads it; for an EPILOGUE the matmul, then the kernels reading its
+    product; for a SIBLING the two kernels.
+    """
+    kind: str                 # LEGALITY, RECOMPUTE, DEPTH, SIBLING or EPILOGUE
+    nodes: tuple
+    steps: tuple
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    buffers: tuple            # Buffer
+    steps: tuple              # KernelStep | MatmulStep | OpaqueStep
+    param_buffers: tuple      # per graph param: buffer id, or -1 for a runtime scalar
+    scalar_slot: tuple        # per graph param: scalar slot, or -1 for data
+    n_scalars: int
+    outputs: tuple            # BufferView per graph output
+    unfused: tuple = ()       # (node, reason) for every value that got a buffer
+    refusals: tuple = ()      # Refusal for every fusion not taken
+    graph: object = field(default=None, compare=False)
+    capabilities: Capabilities = Capabilities()
+
+    @property
+    def kernels(self) -> list:
+        return [s.spec for s in self.steps if isinstance(s, KernelStep)]
+
+    def describe(self) -> str:
+        lines = [f"plan: {len(self.steps)} steps, {len(self.buffers)} buffers"]
+        for node, reason in self.unfused:
+            lines.append(f"  buffer for {self._node_name(node)}: {reason}")
+        for k, step in enumerate(self.steps):
+            if isinstance(step, KernelStep):
+                lines.append(f"step {k}: " + step.spec.describe().replace("\n", "\n  "))
+            elif isinstance(step, MatmulStep):
+                lines.append(f"step {k}: matmul buf{step.a.buffer} @ buf{step.b.buffer} "
+                             f"-> buf{step.out} ({self.capabilities.matmul_engine})"
+                             + (" with epilogue:" if step.epilogue is not None else ""))
+                if step.epilogue is not None:
+                    lines.append("  " + step.epilogue.describe().replace("\n", "\n  "))
+            else:
+                lines.append(f"step {k}: {step.kind} -> buf{step.out} (on the host)")
+        if self.refusals:
+            lines.append("refused:")
+        for r in self.refusals:
+            join = " and " if r.kind == SIBLING else " -> "
+            nodes = join.join(", ".join(self._node_name(i) for i in part)
+                              for part in (r.nodes[:1], r.nodes[1:]) if part)
+            steps = join.join(", ".join(f"step {k} {step_name(self.steps[k])}" for k in part)
+                              for part in (r.steps[:1], r.steps[1:]) if part)
+            lines.append(f"  {r.kind}: {nodes} ({steps}): {r.reason}")
+        return "\n".join(lines)
+
+    def _node_name(self, i) -> str:
+        return f"%{i} ({self.graph.nodes[i].op.name})" if self.graph is not None else f"%{i}"
+
+
+def step_name(step) -> str:
+    """The name a step goes by in the plan: its kernel's, ``matmul`` or its kind."""
+    if isinstance(step, KernelStep):
+        return step.spec.name
+    if isinstance(step, MatmulStep):
+        return step.epilogue.name if step.epilogue is not None else "matmul"
+    return step.kind
+
+
+def order_steps(steps) -> list:
+    """Indices of ``steps`` in topological order, by the buffers they write and read."""
+    return _topological(steps, _step_inputs(steps))
 
 
 def _step_inputs(steps) -> list:
     """inputs[k]: the steps that write a buffer step k reads, in read order."""
     writer = {}
     for k, s in enumerate(steps):
-        for b in _writes(s):
+        for b in writes(s):
             writer[b] = k
-    return [[writer[b] for b in _reads(s) if b in writer and writer[b] != k]
+    return [[writer[b] for b in reads(s) if b in writer and writer[b] != k]
             for k, s in enumerate(steps)]
 
 
@@ -94,46 +188,91 @@ def _topological(steps, inputs) -> list:
     return order
 
 
-def _fuse_epilogues(steps, buffers):
+def fold_epilogues(steps, buffers, capabilities, policy):
     """Fold a pointwise kernel into the matmul whose product it alone reads,
-    element for element (bias, activation and residual add of ``gelu(x @ w + b)``)."""
+    element for element (bias, activation and residual add of ``gelu(x @ w + b)``),
+    where the backend's matmul has an epilogue and ``policy.fold_epilogue``
+    agrees. Returns the steps and, for each matmul whose product a kernel
+    reads from memory, ``(EPILOGUE, (matmul, readers...), reason)`` in the
+    returned steps' indices."""
     steps = list(steps)
-    readers = {}                      # buffer -> indices of the live steps reading it
-    for k, st in enumerate(steps):
-        for b in _reads(st):
-            readers.setdefault(b, set()).add(k)
+    readers = {st.out: set() for st in steps if isinstance(st, MatmulStep)}
+    for k, st in enumerate(steps):    # product -> indices of the live steps reading it
+        for b in reads(st):
+            if b in readers:
+                readers[b].add(k)
+    refused = []
     for m, st in enumerate(steps):
-        if not isinstance(st, MatmulStep) or buffers[st.out].kind != "scratch":
+        if not isinstance(st, MatmulStep):
             continue
-        shape = buffers[st.out].shape
-        whole = IndexMap(0, S.contiguous_strides(shape))
-        users = readers.get(st.out, ())
-        if len(users) != 1:
+        users = sorted(readers[st.out])
+        kernels = [r for r in users if _reads_in_a_kernel(steps[r], st.out)]
+        if not kernels:
+            continue                  # no pointwise consumer to fold
+        why = _why_no_epilogue(st, steps, users, buffers, capabilities, policy)
+        if why:
+            refused.append((m, kernels, why))
             continue
         (r,) = users
-        if not isinstance(steps[r], KernelStep):
-            continue
         spec = steps[r].spec
-        uses = [i for i in spec.inputs if i.buffer == st.out]
-        if spec.reduce_axes or tuple(spec.domain) != tuple(shape) or \
-                len(uses) != 1 or uses[0].index != whole:
-            continue
+        (use,) = [i for i in spec.inputs if i.buffer == st.out]
         # the product becomes input 0 of the epilogue
-        order = [spec.inputs.index(uses[0])] + [k for k, i in enumerate(spec.inputs)
-                                                  if i is not uses[0]]
+        order = [spec.inputs.index(use)] + [k for k, i in enumerate(spec.inputs) if i is not use]
         slot = {old: new for new, old in enumerate(order)}
         body = tuple(Stmt(b.id, b.op, b.dtype, b.args, slot[b.attr]) if b.op == "load" else b
                      for b in spec.body)
         epilogue = KernelSpec(spec.name.replace("_fused_", "_matmul_", 1), spec.domain, (),
                               tuple(spec.inputs[k] for k in order), spec.scalars, body,
                               spec.outputs, "matmul, then " + spec.comment, spec.scalar_params)
-        for b in _reads(steps[r]):
-            readers[b].discard(r)
+        for b in reads(steps[r]):
+            if b in readers:
+                readers[b].discard(r)
         steps[m] = MatmulStep(st.a, st.b, st.out, epilogue)
         steps[r] = None               # its reads are now the matmul's
-        for b in _reads(steps[m]):
-            readers.setdefault(b, set()).add(m)
-    return [st for st in steps if st is not None]
+        for b in reads(steps[m]):
+            if b in readers:
+                readers[b].add(m)
+    if None not in steps:
+        return steps, [(EPILOGUE, (m, *rs), why) for m, rs, why in refused]
+    kept = [k for k, st in enumerate(steps) if st is not None]
+    new = {old: k for k, old in enumerate(kept)}
+    return ([steps[k] for k in kept],
+            [(EPILOGUE, (new[m],) + tuple(new[r] for r in rs), why) for m, rs, why in refused])
+
+
+def _reads_in_a_kernel(step, buffer) -> bool:
+    if isinstance(step, KernelStep):
+        return any(i.buffer == buffer for i in step.spec.inputs)
+    return isinstance(step, MatmulStep) and step.epilogue is not None and any(
+        i.buffer == buffer for i in step.epilogue.inputs[1:])
+
+
+def _why_no_epilogue(st, steps, users, buffers, capabilities, policy) -> str:
+    """Why the kernel reading matmul ``st``'s product stays a kernel of its own
+    ('' when it folds)."""
+    if not capabilities.matmul_epilogue:
+        return (f"matmul runs in {capabilities.matmul_engine}, which has no epilogue: "
+                "the product is stored and read back")
+    shape = buffers[st.out].shape
+    if buffers[st.out].kind != "scratch":
+        return "the product is a graph output, stored whole"
+    if len(users) != 1:
+        return f"the product is read by {len(users)} steps; an epilogue is one kernel"
+    reader = steps[users[0]]
+    if not isinstance(reader, KernelStep):
+        return "the kernel reading it runs in another matmul's epilogue"
+    spec = reader.spec
+    uses = [i for i in spec.inputs if i.buffer == st.out]
+    if spec.reduce_axes:
+        return "the kernel reading it reduces; an epilogue is pointwise"
+    if tuple(spec.domain) != tuple(shape):
+        return (f"the kernel reading it runs over {list(spec.domain)}, the product is "
+                f"{list(shape)}")
+    if len(uses) != 1 or uses[0].index != IndexMap(0, S.contiguous_strides(shape)):
+        return "the kernel reading it does not read the product element for element"
+    if not policy.fold_epilogue(spec):
+        return f"{type(policy).__name__}.fold_epilogue declined"
+    return ""
 
 
 def _closures(steps):
@@ -156,37 +295,51 @@ def _closures(steps):
     return deps, users
 
 
-def _merge_siblings(steps):
+def merge_siblings(steps, policy):
     """Kernels over the same domain and reduce axes that read a common buffer
     and do not depend on each other become one loop (sum and max of x, mean
-    and var, y = x + 1 and z = x * 2). Pairs merge in the order (first step,
-    second step), one at a time."""
-    steps = list(steps)
+    and var, y = x + 1 and z = x * 2) where ``policy.merge_siblings`` agrees.
+    Pairs merge in the order (first step, second step), one at a time.
+    Returns the steps and ``merged``: the index of each given step that now
+    runs inside another -> the index of that one's first given step."""
+    steps, first, merged = list(steps), list(range(len(steps))), {}
     while True:
-        pair = _first_mergeable_pair(steps)
+        pair = _first_mergeable_pair(steps, policy)
         if pair is None:
-            return steps
+            return steps, merged
         a, b = pair
         steps[a] = KernelStep(merge_kernels(steps[a].spec, steps[b].spec))
-        del steps[b]
+        for k, into in merged.items():
+            if into == first[b]:
+                merged[k] = first[a]
+        merged[first[b]] = first[a]
+        del steps[b], first[b]
 
 
-def _first_mergeable_pair(steps):
-    """The first (a, b), a < b, of kernels that may merge, or None."""
-    def sibling_keys(spec):
-        return {(spec.domain, spec.reduce_axes, i.buffer) for i in spec.inputs}
-
-    readers = {}                      # (domain, reduce axes, buffer) -> bit set of kernels
+def _kernels_by_sibling_key(steps) -> dict:
+    """(domain, reduce axes, buffer read) -> bit set of the kernels it keys."""
+    readers = {}
     for k, st in enumerate(steps):
         if isinstance(st, KernelStep):
-            for key in sibling_keys(st.spec):
+            for key in _sibling_keys(st.spec):
                 readers[key] = readers.get(key, 0) | (1 << k)
+    return readers
+
+
+def _sibling_keys(spec):
+    return {(spec.domain, spec.reduce_axes, i.buffer) for i in spec.inputs}
+
+
+def _first_mergeable_pair(steps, policy):
+    """The first (a, b), a < b, of kernels that may merge and that the policy
+    merges, or None."""
+    readers = _kernels_by_sibling_key(steps)
     deps = users = None
     for a, st in enumerate(steps):
         if not isinstance(st, KernelStep):
             continue
         later = 0
-        for key in sibling_keys(st.spec):
+        for key in _sibling_keys(st.spec):
             later |= readers[key]
         later >>= a + 1
         if not later:
@@ -194,9 +347,46 @@ def _first_mergeable_pair(steps):
         if deps is None:              # only plans with siblings pay for the closure
             deps, users = _closures(steps)
         later &= ~((deps[a] | users[a]) >> (a + 1))
-        if later:
-            return a, a + (later & -later).bit_length()
+        while later:
+            b = a + (later & -later).bit_length()
+            if policy.merge_siblings(st.spec, steps[b].spec):
+                return a, b
+            later &= later - 1
     return None
+
+
+def sibling_refusals(steps, policy) -> list:
+    """``(SIBLING, (a, b), reason)`` for kernels a and b, consecutive readers of
+    a common buffer, that run as separate loops."""
+    readers = {}                      # buffer -> the kernels reading it, in step order
+    for k, st in enumerate(steps):
+        if isinstance(st, KernelStep):
+            for i in st.spec.inputs:
+                ks = readers.setdefault(i.buffer, [])
+                if not ks or ks[-1] != k:
+                    ks.append(k)
+    pairs = dict.fromkeys((ks[j], ks[j + 1]) for ks in readers.values()
+                          for j in range(len(ks) - 1))
+    refused, deps = [], None
+    for a, b in pairs:
+        first, second = steps[a].spec, steps[b].spec
+        if first.domain != second.domain:
+            why = (f"they run over different domains {list(first.domain)} and "
+                   f"{list(second.domain)}")
+        elif first.reduce_axes != second.reduce_axes:
+            why = (f"they reduce different axes {list(first.reduce_axes)} and "
+                   f"{list(second.reduce_axes)}")
+        else:
+            if deps is None:
+                deps = _closures(steps)[0]
+            if deps[b] >> a & 1 or deps[a] >> b & 1:
+                early, late = (first, second) if deps[b] >> a & 1 else (second, first)
+                why = (f"{late.name} reads what {early.name} writes, directly or through "
+                       "other steps")
+            else:
+                why = f"{type(policy).__name__}.merge_siblings declined"
+        refused.append((SIBLING, (a, b), why))
+    return refused
 
 
 def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
@@ -237,7 +427,7 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
                       tuple(sparams))
 
 
-def _writes(step):
+def writes(step):
     if isinstance(step, KernelStep):
         return [o.buffer for o in step.spec.outputs]
     if isinstance(step, MatmulStep) and step.epilogue is not None:
@@ -245,7 +435,7 @@ def _writes(step):
     return [step.out]
 
 
-def _reads(step):
+def reads(step):
     if isinstance(step, KernelStep):
         return [i.buffer for i in step.spec.inputs]
     if isinstance(step, MatmulStep):

@@ -1,0 +1,215 @@
+"""The planner's policy and its refusals: every FusionPolicy decision changes
+the plan when changed, the backend's capabilities are an argument of
+``plan``, and every fusion not taken is a Refusal with its reason, true for
+the backend it was planned for."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyrt as lr
+from lazyrt._capture import capture
+from lazyrt.compile_record import format_record
+from lazyrt.graph import Graph
+from lazyrt.planner import Capabilities, FusionPolicy, KernelStep, MatmulStep, plan
+from lazyrt.planner.schedule import DEPTH, EPILOGUE, LEGALITY, RECOMPUTE, SIBLING
+
+C = Capabilities(matmul_epilogue=False, matmul_engine="BLAS")
+TRITON = Capabilities(matmul_epilogue=True, matmul_engine="a Triton matmul kernel")
+
+
+def plan_of(*outs, caps=C, policy=None):
+    return plan(Graph.from_capture(capture([t._node for t in outs])), caps, policy)
+
+
+def rand(*shape, seed=0):
+    return lr.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def refused(p, kind=None):
+    return [(r.kind, r.steps, r.reason) for r in p.refusals if kind in (None, r.kind)]
+
+
+def deep_shared_chain():
+    """A 90-op chain that three reductions need (two of them siblings)."""
+    h = rand(8, 16)
+    for _ in range(30):
+        h = lr.tanh(h) * 1.01 + 0.1
+    return h.sum(0), h.sum(1), h.max(0)
+
+
+class Limited(FusionPolicy):
+    max_recompute_ops = 24
+
+
+class Shallow(FusionPolicy):
+    max_fused_depth = 4
+
+
+class NoSiblings(FusionPolicy):
+    def merge_siblings(self, first, second):
+        return False
+
+
+class NoEpilogues(FusionPolicy):
+    def fold_epilogue(self, epilogue):
+        return False
+
+
+# --- each decision matters -----------------------------------------------------------
+
+def test_a_recompute_limit_stores_a_shared_chain_once():
+    outs = deep_shared_chain()
+    default = plan_of(*outs)
+    assert len(default.kernels) == 2 and not refused(default, RECOMPUTE), default.describe()
+    limited = plan_of(*outs, policy=Limited())
+    assert len(limited.kernels) == 3, limited.describe()
+    ((kind, steps, reason),) = refused(limited, RECOMPUTE)
+    assert steps == (0, 1, 2)  # stored by step 0, read by both reduction kernels
+    assert reason == ("2 kernels need it: recomputing its 90 ops in each costs more than "
+                      "storing it (Limited.inline_shared)")
+    (r,) = [r for r in limited.refusals if r.kind == RECOMPUTE]
+    assert limited.graph.nodes[r.nodes[0]].op.name == "add"  # the chain's last op
+
+
+def test_inline_shared_is_asked_with_kernels_and_ops():
+    asked = []
+
+    class Spy(FusionPolicy):
+        def inline_shared(self, n_kernels, subtree_ops):
+            asked.append((n_kernels, subtree_ops))
+            return True
+
+    plan_of(*deep_shared_chain(), policy=Spy())
+    assert (2, 90) in asked
+
+
+def test_a_depth_limit_stores_the_chain_every_few_ops():
+    x = rand(4, 4)
+    for _ in range(5):
+        x = x * 2 + 1
+    default, shallow = plan_of(x), plan_of(x, policy=Shallow())
+    assert len(default.kernels) == 1 and not default.refusals
+    assert len(shallow.kernels) == 2, shallow.describe()
+    # the output is stored anyway: only the cut inside the chain refuses a fusion
+    assert refused(shallow) == [
+        (DEPTH, (0, 1), "a chain of 4 fused ops is stored before the next kernel continues it")]
+
+
+def test_declined_siblings_run_as_two_loops_and_say_so():
+    x = rand(64, 128)
+    default = plan_of(x + 1, x * 2)
+    assert len(default.kernels) == 1 and not default.refusals
+    apart = plan_of(x + 1, x * 2, policy=NoSiblings())
+    assert len(apart.kernels) == 2
+    assert refused(apart) == [(SIBLING, (0, 1), "NoSiblings.merge_siblings declined")]
+
+
+def test_a_declined_epilogue_leaves_the_matmul_alone_and_says_so():
+    x, w, b = rand(8, 16), rand(16, 4, seed=1), rand(4, seed=2)
+    y = lr.nn.gelu(x @ w + b)
+    folded = plan_of(y, caps=TRITON)
+    assert len(folded.steps) == 1 and folded.steps[0].epilogue is not None
+    assert not folded.refusals
+    apart = plan_of(y, caps=TRITON, policy=NoEpilogues())
+    assert [type(s) for s in apart.steps] == [MatmulStep, KernelStep]
+    assert refused(apart) == [(EPILOGUE, (0, 1), "NoEpilogues.fold_epilogue declined")]
+
+
+# --- capabilities: an argument, and the reasons true per backend ------------------------
+
+def test_only_a_backend_with_a_matmul_epilogue_folds_one():
+    x, w = rand(8, 16), rand(16, 4, seed=1)
+    y = lr.nn.relu(x @ w + 1)
+    assert len(plan_of(y, caps=C).steps) == 2
+    assert len(plan_of(y, caps=TRITON).steps) == 1
+
+
+@pytest.mark.parametrize("two_consumers", [False, True])
+def test_the_triton_plan_never_says_blas(two_consumers):
+    x, w = rand(8, 16), rand(16, 4, seed=1)
+    p = x @ w
+    outs = (lr.nn.relu(p), p.sum(1)) if two_consumers else (lr.nn.relu(p + 1),)
+    triton, c = plan_of(*outs, caps=TRITON), plan_of(*outs, caps=C)
+    assert "BLAS" not in triton.describe()
+    assert "a Triton matmul kernel" in triton.describe()
+    assert "BLAS" in c.describe()
+
+
+# --- exact refusal lists for known patterns -------------------------------------------
+
+def test_a_matmul_feeding_two_consumers_refuses_exactly_this():
+    x, w = rand(8, 16), rand(16, 4, seed=1)
+    p = x @ w
+    outs = (lr.nn.relu(p), p.sum(1))
+    siblings = (SIBLING, (1, 2), "they reduce different axes [1] and []")
+    assert refused(plan_of(*outs, caps=C)) == [
+        (EPILOGUE, (0, 1, 2), "matmul runs in BLAS, which has no epilogue: the product is "
+                              "stored and read back"), siblings]
+    assert refused(plan_of(*outs, caps=TRITON)) == [
+        (EPILOGUE, (0, 1, 2), "the product is read by 2 steps; an epilogue is one kernel"),
+        siblings]
+
+
+def test_a_reduction_whose_consumer_cannot_fuse_refuses_exactly_this():
+    x = rand(4, 6)
+    y = (x / x.sum(1, keepdims=True)).T.reshape(-1)
+    p = plan_of(y)
+    assert refused(p) == [
+        (LEGALITY, (0, 1), "reduction input [4, 6] differs from the kernel domain [6, 4]"),
+        (SIBLING, (0, 1), "they run over different domains [4, 6] and [6, 4]"),
+        (LEGALITY, (1,), "reshape of a non-contiguous view needs a copy")]
+    names = [[p.graph.nodes[i].op.name for i in r.nodes] for r in p.refusals]
+    assert names == [["sum", "truediv"], ["sum", "permute"], ["permute", "reshape"]]
+
+
+def test_operands_and_results_of_host_steps_are_refusals():
+    x = rand(4, 4)
+    p = plan_of(lr.concat([x, x * 2], axis=0).sum(0))
+    assert refused(p) == [
+        (LEGALITY, (0, 1), "operand of concat, which runs on the host"),
+        (LEGALITY, (1, 2), "concat runs outside generated kernels")]
+
+
+def _kind_cases():
+    x, w = rand(8, 16), rand(16, 4, seed=1)
+    p = x @ w
+    chain = x
+    for _ in range(5):
+        chain = chain * 2 + 1
+    return {RECOMPUTE: (deep_shared_chain(), Limited()),
+            DEPTH: ((chain,), Shallow()),
+            SIBLING: ((x + 1, x * 3), NoSiblings()),
+            EPILOGUE: ((lr.nn.relu(p), p.sum(1)), None),
+            LEGALITY: (((x / x.sum(1, keepdims=True)).T,), None)}
+
+
+@pytest.mark.parametrize("kind", [RECOMPUTE, DEPTH, SIBLING, EPILOGUE, LEGALITY])
+def test_every_refusal_kind_is_shown_with_its_reason(kind):
+    outs, policy = _kind_cases()[kind]
+    the_plan = plan_of(*outs, policy=policy)
+    assert kind in {r.kind for r in the_plan.refusals}, the_plan.describe()
+    text = the_plan.describe()
+    shown = text.split("\nrefused:\n")[1].splitlines()
+    assert len(shown) == len(the_plan.refusals)
+    for r, line in zip(the_plan.refusals, shown):
+        assert line.startswith(f"  {r.kind}: ") and line.endswith(r.reason), line
+        assert all(0 <= k < len(the_plan.steps) for k in r.steps) and len(r.nodes) >= 2
+
+
+# --- the compile record --------------------------------------------------------------
+
+@pytest.mark.skipif("c" not in lr.available_backends(), reason="no C compiler")
+def test_the_compile_record_lists_the_refusals_and_debug_level_3_shows_them():
+    with lr.backend("c"):
+        x, w = rand(8, 16), rand(16, 4, seed=1)
+        p = x @ w
+        outs = lr.nn.relu(p), p.sum(1)
+        del p  # not an output: the matmul's product stays scratch
+        lr.sync(*outs)
+    record = lr.debug.last_record()
+    assert record.fusion_refusals == record.plan.refusals
+    assert [r.kind for r in record.fusion_refusals] == [EPILOGUE, SIBLING]
+    text = format_record(record, 3)
+    assert "refused:" in text and "matmul runs in BLAS, which has no epilogue" in text
+    assert "refused:" not in format_record(record, 2)
