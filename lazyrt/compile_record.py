@@ -82,6 +82,12 @@ class CompileRecord:
         """(node, reason) for every value that got its own buffer."""
         return tuple(getattr(self.plan, "unfused", ()))
 
+    @property
+    def fusion_refusals(self) -> tuple:
+        """A :class:`lazyrt.planner.Refusal` (kind, nodes, steps, reason) for every
+        fusion the plan did not take: why two parts run apart."""
+        return tuple(getattr(self.plan, "refusals", ()))
+
     def kernel(self, name: str) -> KernelRecord:
         for k in self.kernels:
             if k.name == name:
