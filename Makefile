@@ -27,9 +27,14 @@ run: $(STAMP)
 # kernel is compiled once per signature and target, then cached on disk.
 TRITON_TESTS := tests/test_triton_backend.py tests/test_triton_aot.py
 
+# The jax backend runs a fixed sample of the shared suite (XLA compiles each
+# distinct graph in ~0.1 s; the whole suite on jax: LAZYRT_TEST_BACKENDS=jax).
+JAX_SAMPLE := tests/test_value_semantics.py tests/test_backend_protocol.py tests/test_matmul_nn.py
+
 test: $(STAMP)
 	$(PY) -m pytest -n auto $(addprefix --ignore=,$(TRITON_TESTS))
 	LAZYRT_TRITON_AOT_TARGET=cuda:90 $(PY) -m pytest -n auto $(TRITON_TESTS)
+	LAZYRT_TEST_BACKENDS=jax $(PY) -m pytest -n auto $(JAX_SAMPLE)
 
 bench: $(STAMP)
 	$(PY) -m pip install -q --no-build-isolation -e ".[bench]"

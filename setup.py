@@ -54,7 +54,13 @@ setup(
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
     ),
     install_requires=["numpy>=1.25", "rich>=13"],
-    extras_require={"test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2"], "torch": ["torch"], "bench": ["jax[cpu]", "matplotlib"]},
+    extras_require={
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2",
+                 "jax[cpu]"],
+        "torch": ["torch"],
+        "jax": ["jax[cpu]"],
+        "bench": ["jax[cpu]", "matplotlib"],
+    },
     entry_points={"console_scripts": ["lazyrt = lazyrt.cli:main"]},
     zip_safe=False,
 )

@@ -29,6 +29,7 @@ import numpy as np
 
 from . import dtypes as D
 from .codegen import c_lower as C
+from .codegen import jax_lower as J
 from .codegen import triton_lower as T
 
 LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE = (
@@ -40,7 +41,7 @@ LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE = (
 CHEAP, DIVIDES, COSTLY = "cheap", "divides", "costly"
 
 #: the code-generation targets every pointwise op lowers to (or is refused by, by name)
-TARGETS = ("c", "triton")
+TARGETS = ("c", "triton", "jax")
 
 
 @dataclass(frozen=True, eq=False)  # one object per op: compared and hashed by identity
@@ -74,14 +75,14 @@ OPS: list[OpDef] = []
 
 
 def _def(name, kind, arity, ref, like=None, doc="", cost=CHEAP, c=None, triton=None,
-         **facts):
+         jax=None, **facts):
     unary = binary = None
     if kind == POINTWISE and like is not None:
         if arity == 1:
             unary = D.unary_table(like)
         elif arity == 2:
             binary = D.binary_table(like)
-    lower = {k: v for k, v in (("c", c), ("triton", triton)) if v is not None}
+    lower = {k: v for k, v in (("c", c), ("triton", triton), ("jax", jax)) if v is not None}
     op = OpDef(name, len(OPS), kind, arity, ref, like, unary, binary, doc, cost, lower,
                **facts)
     OPS.append(op)
@@ -105,46 +106,53 @@ CONST = _def("const", LEAF, 0, None,
              doc="a baked constant (the 2 in x ** 2, 1/n in mean): its value is in the key")
 
 # --- pointwise: binary (inputs share the computation dtype) ---------------
-def _b(name, ufunc, c, triton, doc="", cost=CHEAP):
+def _b(name, ufunc, c, triton, jax, doc="", cost=CHEAP):
     return _def(name, POINTWISE, 2, _quiet(lambda a, b, attrs: ufunc(a, b)), ufunc, doc,
-                cost, c, triton)
+                cost, c, triton, jax)
 
 
-ADD = _b("add", np.add, C.wrap_int("+"), T.arith("+"))
-SUB = _b("sub", np.subtract, C.wrap_int("-"), T.arith("-"))
-MUL = _b("mul", np.multiply, C.wrap_int("*"), T.arith("*"))
-TRUEDIV = _b("truediv", np.true_divide, C.infix("/"), T.infix("/"), cost=DIVIDES)
+ADD = _b("add", np.add, C.wrap_int("+"), T.arith("+"), J.arith("jnp.add", "jnp.logical_or"))
+SUB = _b("sub", np.subtract, C.wrap_int("-"), T.arith("-"),
+         J.arith("jnp.subtract", "jnp.logical_xor"))
+MUL = _b("mul", np.multiply, C.wrap_int("*"), T.arith("*"),
+         J.arith("jnp.multiply", "jnp.logical_and"))
+TRUEDIV = _b("truediv", np.true_divide, C.infix("/"), T.infix("/"),
+             J.fn("lzj.divide"), cost=DIVIDES)
 FLOORDIV = _b("floordiv", np.floor_divide, C.divmod_("floordiv"), T.divmod_("floordiv"),
+              J.divmod_("floordiv"),
               "integer division by zero gives 0, as NumPy does (without its warning)",
               cost=DIVIDES)
-MOD = _b("mod", np.remainder, C.divmod_("mod"), T.divmod_("mod"),
+MOD = _b("mod", np.remainder, C.divmod_("mod"), T.divmod_("mod"), J.divmod_("mod"),
          "sign of the divisor, as NumPy; x % 0 gives 0 for ints", cost=DIVIDES)
-POW = _b("pow", np.power, C.power, T.power,
+POW = _b("pow", np.power, C.power, T.power, J.fn("jnp.power"),
          "x ** 2, 3, 0.5, 1 and -1 are rewritten before lowering (passes.specialize_pow)",
          cost=COSTLY)
-MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"),
+MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"), J.fn("jnp.maximum"),
              "NaN propagates, as np.maximum")
-MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"),
+MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"), J.fn("jnp.minimum"),
              "NaN propagates, as np.minimum")
-EQ = _b("eq", np.equal, C.infix("=="), T.infix("=="))
-NE = _b("ne", np.not_equal, C.infix("!="), T.infix("!="))
-LT = _b("lt", np.less, C.infix("<"), T.infix("<"))
-LE = _b("le", np.less_equal, C.infix("<="), T.infix("<="))
-GT = _b("gt", np.greater, C.infix(">"), T.infix(">"))
-GE = _b("ge", np.greater_equal, C.infix(">="), T.infix(">="))
-BITAND = _b("bitwise_and", np.bitwise_and, C.bitwise("&"), T.infix("&"))
-BITOR = _b("bitwise_or", np.bitwise_or, C.bitwise("|"), T.infix("|"))
-BITXOR = _b("bitwise_xor", np.bitwise_xor, C.bitwise("^"), T.infix("^"))
-LOGICAL_AND = _b("logical_and", np.logical_and, C.logical("&"), T.logical("&"))
-LOGICAL_OR = _b("logical_or", np.logical_or, C.logical("|"), T.logical("|"))
+EQ = _b("eq", np.equal, C.infix("=="), T.infix("=="), J.exact("jnp.equal"))
+NE = _b("ne", np.not_equal, C.infix("!="), T.infix("!="), J.exact("jnp.not_equal"))
+LT = _b("lt", np.less, C.infix("<"), T.infix("<"), J.exact("jnp.less"))
+LE = _b("le", np.less_equal, C.infix("<="), T.infix("<="), J.exact("jnp.less_equal"))
+GT = _b("gt", np.greater, C.infix(">"), T.infix(">"), J.exact("jnp.greater"))
+GE = _b("ge", np.greater_equal, C.infix(">="), T.infix(">="), J.exact("jnp.greater_equal"))
+BITAND = _b("bitwise_and", np.bitwise_and, C.bitwise("&"), T.infix("&"), J.exact("jnp.bitwise_and"))
+BITOR = _b("bitwise_or", np.bitwise_or, C.bitwise("|"), T.infix("|"), J.exact("jnp.bitwise_or"))
+BITXOR = _b("bitwise_xor", np.bitwise_xor, C.bitwise("^"), T.infix("^"), J.exact("jnp.bitwise_xor"))
+LOGICAL_AND = _b("logical_and", np.logical_and, C.logical("&"), T.logical("&"),
+                 J.logical("jnp.logical_and"))
+LOGICAL_OR = _b("logical_or", np.logical_or, C.logical("|"), T.logical("|"),
+                J.logical("jnp.logical_or"))
 HYPOT = _b("hypot", np.hypot, C.float_only("hypotf", "hypot"), T.float_only("lzm.hypot"),
+           J.float_only("lzj.hypot"),
            "sqrt(a*a + b*b) without overflow; inf if either is inf, even beside NaN",
            cost=COSTLY)
 
 # --- pointwise: unary -----------------------------------------------------
-def _u(name, ufunc, c, triton, like=None, doc="", cost=CHEAP):
+def _u(name, ufunc, c, triton, jax, like=None, doc="", cost=CHEAP):
     return _def(name, POINTWISE, 1, _quiet(lambda a, attrs: ufunc(a)), like or ufunc, doc,
-                cost, c, triton)
+                cost, c, triton, jax)
 
 
 def _erf(a):
@@ -166,53 +174,66 @@ def _sigmoid(a):
     return (1.0 / (1.0 + np.exp(-wide))).astype(a.dtype)
 
 
-NEG = _u("neg", np.negative, C.negate, T.negate)
-ABS = _u("abs", np.absolute, C.absolute, T.absolute)
-EXP = _u("exp", np.exp, C.float_only("lz_expf", "lz_exp"), T.float_only("tl.exp"), cost=COSTLY)
-LOG = _u("log", np.log, C.float_only("lz_logf", "lz_log"), T.float_only("tl.log"), cost=COSTLY)
+NEG = _u("neg", np.negative, C.negate, T.negate, J.exact("jnp.negative"))
+ABS = _u("abs", np.absolute, C.absolute, T.absolute, J.exact("jnp.abs"))
+EXP = _u("exp", np.exp, C.float_only("lz_expf", "lz_exp"), T.float_only("tl.exp"),
+         J.float_only("jnp.exp"), cost=COSTLY)
+LOG = _u("log", np.log, C.float_only("lz_logf", "lz_log"), T.float_only("tl.log"),
+         J.float_only("jnp.log"), cost=COSTLY)
 LOG1P = _u("log1p", np.log1p, C.float_only("lz_log1pf", "lz_log1p"), T.float_only("lzm.log1p"),
+           J.float_only("jnp.log1p"),
            cost=COSTLY)
 EXPM1 = _u("expm1", np.expm1, C.float_only("lz_expm1f", "lz_expm1"), T.float_only("lzm.expm1"),
+           J.float_only("jnp.expm1"),
            cost=COSTLY)
-SQRT = _u("sqrt", np.sqrt, C.float_only("sqrtf", "sqrt"), T.float_only("lzm.sqrt"))
-RSQRT = _u("rsqrt", _rsqrt, C.rsqrt, T.rsqrt, like=np.sqrt)
-SIN = _u("sin", np.sin, C.float_only("lz_sinf", "lz_sin"), T.float_only("lzm.sin"), cost=COSTLY)
-COS = _u("cos", np.cos, C.float_only("lz_cosf", "lz_cos"), T.float_only("lzm.cos"), cost=COSTLY)
+SQRT = _u("sqrt", np.sqrt, C.float_only("sqrtf", "sqrt"), T.float_only("lzm.sqrt"),
+          J.float_only("jnp.sqrt"))
+RSQRT = _u("rsqrt", _rsqrt, C.rsqrt, T.rsqrt, J.float_only("lax.rsqrt"), like=np.sqrt)
+SIN = _u("sin", np.sin, C.float_only("lz_sinf", "lz_sin"), T.float_only("lzm.sin"),
+         J.float_only("jnp.sin"), cost=COSTLY)
+COS = _u("cos", np.cos, C.float_only("lz_cosf", "lz_cos"), T.float_only("lzm.cos"),
+         J.float_only("jnp.cos"), cost=COSTLY)
 TANH = _u("tanh", np.tanh, C.float_only("lz_tanhf", "lz_tanh"), T.float_only("lzm.tanh"),
+          J.float_only("jnp.tanh"),
           cost=COSTLY)
 SIGMOID = _u("sigmoid", _sigmoid, C.float_only("lz_sigmoidf", "lz_sigmoid"),
-             T.float_only("lzm.sigmoid"), like=np.exp, cost=COSTLY)
+             T.float_only("lzm.sigmoid"), J.float_only("jax.nn.sigmoid"), like=np.exp, cost=COSTLY)
 ERF = _u("erf", _erf, C.float_only("lz_erff", "lz_erf"), T.float_only("tl.math.erf"),
+         J.float_only("jax.scipy.special.erf"),
          like=np.exp, cost=COSTLY)
-FLOOR = _u("floor", np.floor, C.int_identity("floorf", "floor"), T.int_identity("tl.floor"))
-CEIL = _u("ceil", np.ceil, C.int_identity("ceilf", "ceil"), T.int_identity("tl.ceil"))
+FLOOR = _u("floor", np.floor, C.int_identity("floorf", "floor"), T.int_identity("tl.floor"),
+           J.int_identity("jnp.floor"))
+CEIL = _u("ceil", np.ceil, C.int_identity("ceilf", "ceil"), T.int_identity("tl.ceil"),
+          J.int_identity("jnp.ceil"))
 ROUND = _u("round", np.round, C.int_identity("lz_roundf", "lz_round"), T.round_even,
+           J.int_identity("jnp.round"),
            like=np.floor, doc="half to even; ints unchanged, as np.round")
 ROUND.unary_table[D.BOOL] = (D.FLOAT16, D.FLOAT16)  # np.round(bool) is float16
-SIGN = _u("sign", np.sign, C.sign, T.sign)
+SIGN = _u("sign", np.sign, C.sign, T.sign, J.exact("jnp.sign"))
 RECIPROCAL = _u("reciprocal", lambda a: np.ones((), a.dtype) / a, C.reciprocal, T.reciprocal,
+                J.reciprocal,
                 like=np.reciprocal, cost=DIVIDES)
-SQUARE = _u("square", np.square, C.square, T.square)
-ISNAN = _u("isnan", np.isnan, C.isnan, T.isnan)
-ISINF = _u("isinf", np.isinf, C.isinf, T.isinf)
-ISFINITE = _u("isfinite", np.isfinite, C.isfinite, T.isfinite)
-LOGICAL_NOT = _u("logical_not", np.logical_not, C.logical_not, T.logical_not)
-INVERT = _u("invert", np.invert, C.invert, T.invert)
+SQUARE = _u("square", np.square, C.square, T.square, J.fn("jnp.square"))
+ISNAN = _u("isnan", np.isnan, C.isnan, T.isnan, J.exact("jnp.isnan"))
+ISINF = _u("isinf", np.isinf, C.isinf, T.isinf, J.exact("jnp.isinf"))
+ISFINITE = _u("isfinite", np.isfinite, C.isfinite, T.isfinite, J.exact("jnp.isfinite"))
+LOGICAL_NOT = _u("logical_not", np.logical_not, C.logical_not, T.logical_not, J.logical_not)
+INVERT = _u("invert", np.invert, C.invert, T.invert, J.invert)
 CAST = _def("cast", POINTWISE, 1,
             lambda a, attrs: a.astype(D.DTYPES[attrs[0]]) if a.dtype != D.DTYPES[attrs[0]]
             else a,
             doc="astype: attrs = (dtype code,); C casting rules, as ndarray.astype",
-            c=C.cast, triton=T.cast)
+            c=C.cast, triton=T.cast, jax=J.cast)
 WHERE = _def("where", POINTWISE, 3, lambda c, a, b, attrs: np.where(c, a, b),
              doc="where(cond, a, b): cond is bool, a and b share the result dtype",
-             c=C.select, triton=T.select)
+             c=C.select, triton=T.select, jax=J.select)
 
 
 # --- reductions: attrs = (axes, keepdims) ---------------------------------
-def _r(name, fn, identity, accumulator, doc=""):
+def _r(name, fn, identity, accumulator, jax, doc=""):
     return _def(name, REDUCTION, 1,
                 _quiet(lambda a, attrs: fn(a, axis=attrs[0], keepdims=attrs[1])), doc=doc,
-                combine=name, identity=identity, accumulator=accumulator)
+                jax=jax, combine=name, identity=identity, accumulator=accumulator)
 
 
 def _lowest(code):
@@ -260,24 +281,25 @@ def _arg(fn):
     return run
 
 
-SUM = _r("sum", _sum, lambda code: 0, _wide_accumulator,
+SUM = _r("sum", _sum, lambda code: 0, _wide_accumulator, J.accumulate("jnp.sum"),
          "ints and bool sum in int64 (NumPy would give uint64 for uint8)")
-PROD = _r("prod", _prod, lambda code: 1, _wide_accumulator)
-MAX = _r("max", np.max, _lowest, _own_dtype, "NaN propagates")
-MIN = _r("min", np.min, _highest, _own_dtype, "NaN propagates")
-ARGMAX = _r("argmax", _arg(np.argmax), _lowest, _own_dtype,
+PROD = _r("prod", _prod, lambda code: 1, _wide_accumulator, J.accumulate("jnp.prod"))
+MAX = _r("max", np.max, _lowest, _own_dtype, J.reduce("jnp.max"), "NaN propagates")
+MIN = _r("min", np.min, _highest, _own_dtype, J.reduce("jnp.min"), "NaN propagates")
+ARGMAX = _r("argmax", _arg(np.argmax), _lowest, _own_dtype, J.arg("jnp.argmax"),
             "first index of the maximum; NaN wins, as NumPy")
-ARGMIN = _r("argmin", _arg(np.argmin), _highest, _own_dtype)
-ANY = _r("any", np.any, lambda code: False, lambda code: D.BOOL)
-ALL = _r("all", np.all, lambda code: True, lambda code: D.BOOL)
+ARGMIN = _r("argmin", _arg(np.argmin), _highest, _own_dtype, J.arg("jnp.argmin"))
+ANY = _r("any", np.any, lambda code: False, lambda code: D.BOOL, J.reduce("jnp.any"))
+ALL = _r("all", np.all, lambda code: True, lambda code: D.BOOL, J.reduce("jnp.all"))
 
 # --- views: only indexing changes -----------------------------------------
 RESHAPE = _def("reshape", VIEW, 1, lambda a, attrs: a.reshape(attrs[0]),
-               doc="attrs = (new shape,)")
+               doc="attrs = (new shape,)", jax=J.reshape)
 PERMUTE = _def("permute", VIEW, 1, lambda a, attrs: a.transpose(attrs[0]),
-               doc="attrs = (axes permutation,)")
+               doc="attrs = (axes permutation,)", jax=J.permute)
 EXPAND = _def("expand", VIEW, 1, lambda a, attrs: np.broadcast_to(a, attrs[0]),
-              doc="attrs = (target shape,); same rank, size-1 dims broadcast")
+              doc="attrs = (target shape,); same rank, size-1 dims broadcast",
+              jax=J.expand)
 def as_slices(spec) -> tuple:
     """Python slices for a normalized ((start, step, length), ...) spec."""
     out = []
@@ -288,13 +310,15 @@ def as_slices(spec) -> tuple:
 
 
 SLICE = _def("slice", VIEW, 1, lambda a, attrs: a[as_slices(attrs[0])],
-             doc="attrs = (((start, step, length), ...),): one per axis, normalized")
+             doc="attrs = (((start, step, length), ...),): one per axis, normalized",
+             jax=J.slice_)
 
 # --- matmul and opaque movement -------------------------------------------
-MATMUL_OP = _def("matmul", MATMUL, 2, lambda a, b, attrs: np.matmul(a, b), like=np.matmul)
+MATMUL_OP = _def("matmul", MATMUL, 2, lambda a, b, attrs: np.matmul(a, b), like=np.matmul,
+                jax=J.matmul)
 CONCAT = _def("concat", OPAQUE, -1,
               lambda *args: np.concatenate(args[:-1], axis=args[-1][0]),
-              doc="attrs = (axis,)")
+              doc="attrs = (axis,)", jax=J.concat)
 
 
 def _setslice(base, value, attrs):
@@ -304,7 +328,8 @@ def _setslice(base, value, attrs):
 
 
 SETSLICE = _def("setslice", OPAQUE, 2, _setslice,
-                doc="base with base[slices] = value; value already has the slice's shape")
+                doc="base with base[slices] = value; value already has the slice's shape",
+                jax=J.setslice)
 
 #: scalar attribute of each reduction op's dtype rule: ints/bool widen to int64
 WIDENING_REDUCTIONS = frozenset({SUM.id, PROD.id})

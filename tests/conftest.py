@@ -7,7 +7,8 @@ specification as the ``numpy`` reference, and NumPy itself is the oracle.
 
 Helpers are imported by test modules with ``from conftest import ...``.
 
-``LAZYRT_TEST_BACKENDS=numpy,c`` restricts the backends under test.
+``LAZYRT_TEST_BACKENDS=numpy,c`` restricts the backends under test;
+``LAZYRT_TEST_BACKENDS=jax`` runs the suite on the (opt-in) jax backend.
 
 Hypothesis profiles: ``default`` (25 examples, the CI budget) and
 ``thorough`` (300 examples); pick one with ``LAZYRT_HYPOTHESIS_PROFILE``.
@@ -45,11 +46,18 @@ settings.load_profile(os.environ.get("LAZYRT_HYPOTHESIS_PROFILE", "default"))
 # --- fixtures ---------------------------------------------------------------
 
 
+#: backends the shared suite runs only when named in ``LAZYRT_TEST_BACKENDS``:
+#: XLA compiles each distinct graph in ~0.1 s, and the suite makes thousands
+#: (``make test`` runs a fixed sample of files on ``jax``)
+OPT_IN_BACKENDS = ("jax",)
+
+
 def _test_backends() -> list[str]:
-    """Every available backend, or the comma-separated ``LAZYRT_TEST_BACKENDS``."""
+    """Every available backend but the opt-in ones, or the comma-separated
+    ``LAZYRT_TEST_BACKENDS``."""
     chosen = os.environ.get("LAZYRT_TEST_BACKENDS")
     if not chosen:
-        return lr.available_backends()
+        return [b for b in lr.available_backends() if b not in OPT_IN_BACKENDS]
     return [b.strip() for b in chosen.split(",") if b.strip()]
 
 
@@ -223,8 +231,15 @@ def broadcast_pairs(min_dims=0, max_dims=4, min_side=0, max_side=5):
                                              max_side=max_side)
 
 
+def flushes_subnormals() -> bool:
+    """The backend in use flushes subnormal floats to zero (XLA does, on CPU and
+    TPU: the ``jax`` backend's one documented deviation from NumPy)."""
+    return getattr(lr.backends.get(runtime.current_backend_name()), "flushes_subnormals", False)
+
+
 def elements(dtype, special=True, small=False):
-    """Element strategy per dtype; floats include NaN/inf/-0.0 when ``special``."""
+    """Element strategy per dtype; floats include NaN/inf/-0.0 when ``special``,
+    and subnormals unless the backend in use flushes them."""
     dtype = np.dtype(dtype)
     if dtype.kind == "b":
         return st.booleans()
@@ -236,7 +251,8 @@ def elements(dtype, special=True, small=False):
                          st.integers(int(info.min), int(info.max)))
     width = dtype.itemsize * 8
     lim = 20.0 if small else (1e4 if width == 16 else 1e6)
-    finite = st.floats(-lim, lim, width=width, allow_nan=False, allow_infinity=False)
+    finite = st.floats(-lim, lim, width=width, allow_nan=False, allow_infinity=False,
+                       allow_subnormal=not flushes_subnormals())
     if not special:
         return finite
     return st.one_of(finite, finite, finite,

@@ -82,6 +82,16 @@ def _triton_unavailable() -> str:
     return unavailable_reason()
 
 
+def _jax_backend():
+    from .jax import JaxBackend
+    return JaxBackend()
+
+
+def _jax_unavailable() -> str:
+    from .jax import unavailable_reason
+    return unavailable_reason()
+
+
 def preferred_backend() -> str:
     """The default where the user names none: ``triton`` on a machine with a
     usable GPU, else ``c`` where a C compiler exists, else ``numpy``."""
@@ -162,6 +172,8 @@ def _register_builtin():
              why_unavailable=_c_compiler_problem)
     register("triton", "cuda", _triton_backend, available=lambda: not _triton_unavailable(),
              why_unavailable=_triton_unavailable)
+    register("jax", "jax", _jax_backend, available=lambda: not _jax_unavailable(),
+             why_unavailable=_jax_unavailable)
 
 
 _register_builtin()

@@ -1,0 +1,105 @@
+"""Helpers the generated JAX functions call, where ``jax.numpy`` and NumPy
+differ (the JAX emitter writes the calls; this module knows nothing
+of lazyrt's IR).
+
+NumPy's semantics, which every lazyrt backend keeps:
+
+* integer ``//`` and ``%`` by zero give 0 (XLA gives -1 and the dividend);
+* float16 arithmetic is computed in float32 and rounded to float16 after
+  every op (XLA may keep excess precision across a fused chain; an explicit
+  ``reduce_precision`` is a rounding it may not remove);
+* sums and products accumulate in the op table's accumulator dtype;
+* ``argmax``/``argmin`` over several axes flatten them, as NumPy's ``axis=None``.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+
+def half(x):
+    """A float32 value rounded once to float16, as NumPy's float16 loops do
+    (XLA rounds at each convert: checked against NumPy's op-by-op rounding)."""
+    return x.astype(jnp.float16)
+
+
+def f64_to_f16(x):
+    """float64 -> float16 rounded once (XLA converts through float32, which
+    rounds twice): to 11 significant bits in float64 for normal float16 values,
+    to a multiple of 2^-24 below them (float16 subnormals), then exactly.
+    ``reduce_precision`` to float16's own exponent range would flush those
+    subnormals, so it keeps float64's."""
+    normal = lax.reduce_precision(x, exponent_bits=11, mantissa_bits=10)
+    subnormal = jnp.round(x * 2.0 ** 24) * 2.0 ** -24
+    return jnp.where(jnp.abs(x) < 2.0 ** -14, subnormal, normal).astype(jnp.float16)
+
+
+def from_bool(x, dtype):
+    """bool -> number, kept from XLA's simplifier: it turns the convert into a
+    select and then folds ``0 / y`` in the unselected branch to 0 (NumPy: NaN)."""
+    return lax.optimization_barrier(x.astype(dtype))
+
+
+def divide(a, b):
+    """a / b correctly rounded. XLA rewrites ``a / broadcast(b)`` as
+    ``a * broadcast(1 / b)`` (off by an ulp); a divisor broadcast behind an
+    optimization barrier is divided as is."""
+    if b.shape != a.shape:
+        b = lax.optimization_barrier(jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape, b.shape)))
+    return a / b
+
+
+def int_floordiv(a, b):
+    zero = b == 0
+    return jnp.where(zero, jnp.zeros((), a.dtype), jnp.floor_divide(a, jnp.where(zero, 1, b)))
+
+
+def int_mod(a, b):
+    zero = b == 0
+    return jnp.where(zero, jnp.zeros((), a.dtype), jnp.remainder(a, jnp.where(zero, 1, b)))
+
+
+def float_floordiv(a, b):
+    """NumPy's float ``//`` (its divmod: from ``fmod``, a zero quotient takes
+    the sign of ``a / b``; ``jnp.floor_divide`` differs in the sign of zeros)."""
+    mod = jnp.fmod(a, b)
+    div = divide(a - mod, b)
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floor = jnp.floor(div)
+    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    quotient = divide(a, b)
+    out = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros((), div.dtype), quotient))
+    return jnp.where(b == 0, quotient, out)
+
+
+def float_mod(a, b):
+    """NumPy's float remainder: the divisor's sign, a zero result included
+    (``jnp.remainder`` gives +0.0 where NumPy gives -0.0 for a negative divisor)."""
+    m = jnp.remainder(a, b)
+    return jnp.where(m == 0, jnp.copysign(jnp.zeros((), m.dtype), b), m)
+
+
+def int_reciprocal(a):
+    """1 // x truncated toward zero (C's division), 0 for x == 0."""
+    zero = a == 0
+    one = jnp.ones((), a.dtype)
+    return jnp.where(zero, jnp.zeros((), a.dtype), lax.div(one, jnp.where(zero, one, a)))
+
+
+def hypot(a, b):
+    """inf when either is inf, even beside NaN (C99 and NumPy)."""
+    out = jnp.hypot(a, b)
+    return jnp.where(jnp.isinf(a) | jnp.isinf(b), jnp.asarray(jnp.inf, out.dtype), out)
+
+
+def accumulate(fn, x, axes, keepdims, acc, out):
+    """``fn`` (jnp.sum or jnp.prod) over ``axes``, accumulated in ``acc``."""
+    return fn(x.astype(acc), axis=axes, keepdims=keepdims).astype(out)
+
+
+def arg(fn, x, axes, keepdims):
+    """argmax/argmin over one axis, or over several flattened (NumPy's axis=None)."""
+    if len(axes) == 1:
+        return fn(x, axis=axes[0], keepdims=keepdims).astype(jnp.int64)
+    out = fn(x.reshape(-1)).astype(jnp.int64)
+    return out.reshape((1,) * x.ndim) if keepdims else out

@@ -1,0 +1,93 @@
+"""The ``jax`` backend beyond the shared, backend-parametrized suite: one trace
+per graph key, scalars as traced arguments, 64-bit values without touching
+the user's JAX configuration, errors by op name, and its absence without JAX."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import lazyrt as lr
+from lazyrt import ops
+from lazyrt.errors import BackendError, CompileError
+
+jax = pytest.importorskip("jax", reason="JAX is not installed: the jax backend is absent")
+
+
+def test_a_loop_with_a_changing_python_scalar_traces_once(fresh_metrics, empty_cache):
+    w = lr.tensor(np.linspace(-1, 1, 64, dtype=np.float32))
+    g = lr.tensor(np.ones(64, np.float32))
+    with lr.backend("jax"):
+        lr.metrics.reset()
+        for step in range(100):
+            lr_now = 0.1 / (1 + step)           # a new Python float every step
+            w = w - lr_now * g
+            w.numpy()
+        assert lr.metrics.compiles == 1
+        assert lr.metrics.cache_misses == 1 and lr.metrics.cache_hits == 99
+    expected = np.linspace(-1, 1, 64, dtype=np.float32)
+    for step in range(100):
+        expected = expected - np.float32(0.1 / (1 + step)) * np.float32(1)
+    np.testing.assert_allclose(w.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_float64_and_int64_are_64_bit_without_changing_jax_config():
+    before = jax.config.jax_enable_x64
+    with lr.backend("jax"):
+        x = lr.tensor(np.array([1.0 + 2.0 ** -40], np.float64))
+        n = lr.tensor(np.array([2 ** 40], np.int64))
+        assert (x * 1.0).numpy()[0] == 1.0 + 2.0 ** -40
+        assert (n + 1).numpy()[0] == 2 ** 40 + 1
+        assert (x * 1.0).dtype == np.float64 and (n + 1).dtype == np.int64
+    assert jax.config.jax_enable_x64 == before
+
+
+def test_the_record_holds_the_function_source_and_its_stablehlo(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAZYRT_DUMP_DIR", str(tmp_path))
+    with lr.backend("jax"):
+        y = lr.exp(lr.tensor(np.ones(4, np.float32))) * 3.0 + 1.0
+        y.numpy()
+    (kernel,) = lr.debug.last_record().kernels
+    assert kernel.language == "jax" and "jnp.exp(" in kernel.source
+    assert "stablehlo.exponential" in kernel.ir
+    assert "test_jax_backend.py" in kernel.source  # each line names the user's line
+    dumped = sorted(os.listdir(next(tmp_path.iterdir())))
+    assert f"{kernel.name}.py" in dumped and f"{kernel.name}.stablehlo.mlir" in dumped
+
+
+def test_an_op_without_a_jax_lowering_fails_by_name(monkeypatch):
+    monkeypatch.delitem(ops.TANH.lower, "jax")
+    with lr.backend("jax"):
+        y = lr.tanh(lr.tensor(np.ones(3, np.float32)) * 5.0)
+        with pytest.raises(CompileError, match="tanh"):
+            y.numpy()
+        y._node = lr.tensor(np.zeros(3, np.float32))._node  # nothing left pending
+
+
+def test_an_absent_platform_is_a_clear_error(monkeypatch):
+    from lazyrt.backends.jax import JaxBackend
+    monkeypatch.setenv("LAZYRT_JAX_PLATFORM", "tpu")
+    with pytest.raises(BackendError, match="LAZYRT_JAX_PLATFORM='tpu'"):
+        JaxBackend()
+
+
+def test_without_jax_the_backend_is_absent():
+    hide = ("import sys, importlib.abc\n"
+            "class Hide(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'jax' or name.startswith('jax.'):\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Hide())\n"
+            "import lazyrt as lr\n"
+            "assert 'jax' not in lr.available_backends(), lr.available_backends()\n"
+            "try:\n"
+            "    lr.set_backend('jax')\n"
+            "except lr.BackendError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "JAX is not installed" in out.stdout
