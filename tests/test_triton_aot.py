@@ -210,13 +210,7 @@ GOLDEN = _golden_cases()
 # MATMUL_CONFIGS): 128x256x64 with 8 warps (255 regs, 40 B) and 128x128x32 with 4
 # warps (255 regs, 32 B): a 128-value fp32 accumulator per thread plus the GELU
 # epilogue. Strict: the mark must go when the configs are fixed.
-SPILLS_NOW = {"matmul 4096 +bias+gelu float16": "MATMUL_CONFIGS 128x256x64/8 warps and "
-              "128x128x32/4 warps spill with the GELU epilogue on sm_90"}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(reason=SPILLS_NOW[c], strict=True))
-    if c in SPILLS_NOW else c for c in GOLDEN])
+@pytest.mark.parametrize("case", list(GOLDEN))
 def test_golden_pattern_at_bench_size_does_not_spill_on_sm90(aot_backend, case):
     fn, arrays = GOLDEN[case]
     program, _ = compile_only(aot_backend, fn, *arrays)
