@@ -51,6 +51,7 @@ class KernelRecord(NamedTuple):
     bytes_moved: int = 0      # minimal bytes one launch reads and writes (for GB/s)
     ir: str = ""              # what the compiler lowered it to, where it says (JAX: StableHLO)
     resources: tuple = ()     # per AOT target: registers, shared memory, spills (Triton)
+    log: str = ""             # the compile command and the compiler's messages, when it compiled
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,10 @@ def format_record(record: CompileRecord, level: int) -> str:
 
 def dump_record(record: CompileRecord, root: str) -> str:
     """Write the record into ``root/<graph key>/`` and return that folder:
-    ``graph.txt``, ``plan.txt``, ``kernels.txt`` (the level-2 table) and one
-    source file per generated kernel (``<name>.c``, ``<name>.py``)."""
+    ``graph.txt``, ``plan.txt``, ``kernels.txt`` (the level-2 table), one
+    source file per generated kernel (``<name>.c``, ``<name>.py``), its lowered
+    IR where the compiler gives one, and ``<name>.log`` for each kernel this
+    compile built (the command and the compiler's messages)."""
     folder = os.path.join(root, f"{record.graph_key:016x}")
     os.makedirs(folder, exist_ok=True)
     files = {"graph.txt": record.graph_text, "plan.txt": record.plan_text,
@@ -149,6 +152,8 @@ def dump_record(record: CompileRecord, root: str) -> str:
             files[k.name + _EXTENSIONS.get(k.language, ".txt")] = f"{head}\n{k.source}"
         if k.ir:
             files[k.name + _IR_EXTENSIONS.get(k.language, ".ir.txt")] = k.ir
+        if k.log:
+            files[k.name + ".log"] = k.log
     for name, text in files.items():
         with open(os.path.join(folder, name), "w") as f:
             f.write(text if text.endswith("\n") else text + "\n")

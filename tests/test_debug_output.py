@@ -441,3 +441,18 @@ def test_watched_launch_timings_make_a_chrome_trace(quiet):
     assert sum(e["cat"] == "plan" for e in spans) == 1  # compiled once, cached after
     assert sum(e["cat"] == "kernel" for e in spans) == 2 * run.graphs[0].record.kernels.__len__()
     assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in spans)
+
+
+def test_the_dump_holds_the_compile_log_of_each_kernel_it_built(tmp_path, monkeypatch):
+    if "c" not in lr.available_backends():
+        pytest.skip("needs a C compiler")
+    monkeypatch.setenv("LAZYRT_DUMP_DIR", str(tmp_path))
+    exponent = 1.5 + np.random.default_rng().random()  # baked: a kernel no cache holds
+    with lr.backend("c"):
+        (lr.tensor(np.arange(1.0, 5.0, dtype=np.float32)) ** exponent).numpy()
+    record = lr.debug.last_record()
+    (built,) = [k for k in record.kernels if k.source]
+    assert built.cache == compile_record.COMPILED
+    assert built.log.startswith("$ ") and "-O3" in built.log and ".c -lm" in built.log
+    folder = tmp_path / f"{record.graph_key:016x}"
+    assert (folder / f"{built.name}.log").read_text() == built.log

@@ -74,6 +74,7 @@ class Built(NamedTuple):
     cache: str = NOT_COMPILED
     bytes_moved: int = 0
     ir: str = ""
+    log: str = ""
 
 
 def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
@@ -89,7 +90,7 @@ def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
         launches.append(built.launch)
         kernels.append(KernelRecord(built.name, tuple(built.ops), built.comment, built.source,
                                     built.language, perf_counter() - t, built.cache,
-                                    built.bytes_moved, built.ir))
+                                    built.bytes_moved, ir=built.ir, log=built.log))
     record = CompileRecord(backend.name, backend.device, graph, the_plan, tuple(kernels),
                            perf_counter() - t0)
     return the_plan, launches, record

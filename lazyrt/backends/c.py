@@ -144,7 +144,8 @@ class CBackend:
             launch, outcome = self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
                                            ck.iargs, ck.scalar_params)
             return Built(launch, ck.name, spec_ops(step.spec), step.spec.comment, ck.source,
-                         "c", outcome, step.spec.bytes_moved())
+                         "c", outcome, step.spec.bytes_moved(),
+                         log=self.compiler.build_log(ck.symbol, ck.source))
         if isinstance(step, MatmulStep):
             launch, outcome = self._matmul(step, buffers)
             blas = "BLAS" if outcome != NOT_COMPILED else "np.matmul"

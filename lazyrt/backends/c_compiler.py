@@ -145,6 +145,9 @@ class CCompiler:
         self.flags = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11",
                       f"-I{self.include_dir}")
         self._by_source: dict[tuple[str, str], ctypes.CDLL] = {}
+        #: binary path -> its compile log (command, then the compiler's messages),
+        #: for the binaries this process compiled
+        self._logs: dict[str, str] = {}
 
     # -- public -----------------------------------------------------------
 
@@ -162,6 +165,11 @@ class CCompiler:
             lib, outcome = self._load(name, source)
             self._by_source[(name, source)] = lib
             return lib, outcome
+
+    def build_log(self, name: str, source: str) -> str:
+        """How this process compiled ``source``: the command and the compiler's
+        messages ('' when the binary came from the cache)."""
+        return self._logs.get(self.library_path(name, source), "")
 
     def library_path(self, name: str, source: str) -> str:
         """Where the binary for ``source`` lives (or will live) in the cache."""
@@ -193,6 +201,7 @@ class CCompiler:
                 metrics.disk_cache_hits += 1
                 return lib, DISK
         path, build = self._compile(name, source, path)
+        self._logs[self.library_path(name, source)] = build.log()
         try:
             return _dlopen(path), COMPILED
         except OSError as e:
@@ -326,6 +335,9 @@ class _Build(NamedTuple):
     source_path: str
     command: list[str]
     output: str  # the compiler's stderr: its warnings, on a build that succeeded
+
+    def log(self) -> str:
+        return f"$ {shlex.join(self.command)}\n{self.output.rstrip() or '(no messages)'}\n"
 
 
 def _dlopen(path: str) -> ctypes.CDLL:
