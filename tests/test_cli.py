@@ -256,3 +256,12 @@ def test_doctor_prints_one_line_per_check(env):
 def test_bench_names_one_file_per_suite(env):
     done = lazyrt(env, "bench", "--suite", "all", "--json", "x.json")
     assert done.returncode == 2 and "choose one --suite" in done.stderr
+
+
+def test_bench_runs_a_suite_and_writes_its_results(env, tmp_path):
+    out = tmp_path / "record.json"
+    done = lazyrt(env, "bench", "--suite", "record", "--quick", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "lazyrt recording cost" in done.stdout and "suite record" in done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert any(r["op"] == "a + b" for r in rows), rows[:2]
