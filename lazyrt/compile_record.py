@@ -89,6 +89,15 @@ class CompileRecord:
         fusion the plan did not take: why two parts run apart."""
         return tuple(getattr(self.plan, "refusals", ()))
 
+    def __str__(self) -> str:
+        """Everything ``LAZYRT_DEBUG=4`` prints: kernels, graph, plan, sources."""
+        return format_record(self, 4)
+
+    def _repr_html_(self) -> str:
+        """The same text in a notebook."""
+        import html
+        return f"<pre>{html.escape(str(self))}</pre>"
+
     def kernel(self, name: str) -> KernelRecord:
         for k in self.kernels:
             if k.name == name:

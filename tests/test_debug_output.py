@@ -456,3 +456,13 @@ def test_the_dump_holds_the_compile_log_of_each_kernel_it_built(tmp_path, monkey
     assert built.log.startswith("$ ") and "-O3" in built.log and ".c -lm" in built.log
     folder = tmp_path / f"{record.graph_key:016x}"
     assert (folder / f"{built.name}.log").read_text() == built.log
+
+
+def test_a_compile_record_reads_as_text_and_in_a_notebook(backend):
+    (lr.tensor(np.ones(4, np.float32)) * 2 + 1).numpy()
+    record = lr.debug.last_record()
+    text = str(record)
+    assert text == compile_record.format_record(record, 4)
+    assert f"{record.graph_key:016x}" in text and "plan" in text
+    import html
+    assert record._repr_html_() == f"<pre>{html.escape(text)}</pre>"
