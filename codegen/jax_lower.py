@@ -106,14 +106,6 @@ def logical(name):
     return lower
 
 
-def logical_not(n, a):
-    return f"jnp.logical_not({a})"
-
-
-def invert(n, a):
-    return f"jnp.invert({a})"
-
-
 def cast(n, a):
     """astype: to bool is ``!= 0``; to float16 rounds once, from the source."""
     if n.dtype == D.BOOL:

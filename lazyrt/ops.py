@@ -217,8 +217,9 @@ SQUARE = _u("square", np.square, C.square, T.square, J.fn("jnp.square"))
 ISNAN = _u("isnan", np.isnan, C.isnan, T.isnan, J.exact("jnp.isnan"))
 ISINF = _u("isinf", np.isinf, C.isinf, T.isinf, J.exact("jnp.isinf"))
 ISFINITE = _u("isfinite", np.isfinite, C.isfinite, T.isfinite, J.exact("jnp.isfinite"))
-LOGICAL_NOT = _u("logical_not", np.logical_not, C.logical_not, T.logical_not, J.logical_not)
-INVERT = _u("invert", np.invert, C.invert, T.invert, J.invert)
+LOGICAL_NOT = _u("logical_not", np.logical_not, C.logical_not, T.logical_not,
+                 J.exact("jnp.logical_not"))
+INVERT = _u("invert", np.invert, C.invert, T.invert, J.exact("jnp.invert"))
 CAST = _def("cast", POINTWISE, 1,
             lambda a, attrs: a.astype(D.DTYPES[attrs[0]]) if a.dtype != D.DTYPES[attrs[0]]
             else a,
