@@ -56,6 +56,7 @@ setup(
     install_requires=["numpy>=1.25", "rich>=13"],
     extras_require={
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2",
+                 "array-api-compat", "scikit-learn",
                  "jax[cpu]"],
         "torch": ["torch"],
         "jax": ["jax[cpu]"],
