@@ -218,9 +218,10 @@ def pending_graph_size(list roots, Py_ssize_t limit):
     return count
 
 
-def bind_results(list nodes, list values):
+def bind_results(list nodes, list values, bint device_values=False):
     """Each computed node becomes a data leaf holding its (now read-only) value,
-    which releases the graph behind it."""
+    which releases the graph behind it. With ``device_values`` (a backend that
+    keeps results on its device) a value may be that backend's array."""
     cdef Py_ssize_t i
     cdef object value
     if len(values) != len(nodes):
@@ -230,7 +231,7 @@ def bind_results(list nodes, list values):
         value = values[i]
         if cnp.PyArray_Check(value):
             cnp.PyArray_CLEARFLAGS(<cnp.ndarray>value, cnp.NPY_ARRAY_WRITEABLE)
-        else:
+        elif not device_values:
             raise TypeError(f"lazyrt internal: a backend returned {type(value).__name__}, "
                             "not an ndarray")
         (<Node>nodes[i]).bind(value)

@@ -269,7 +269,8 @@ cdef class Node:
         return self.op == OP_DATA or self.op == OP_SCALAR or self.op == OP_CONST
 
     def bind(self, value):
-        """Make this node a data leaf holding ``value`` (an ndarray)."""
+        """Make this node a data leaf holding ``value`` (an ndarray, or a device
+        backend's array: see :func:`host_value`)."""
         self.value = value
         self.op = OP_DATA
         self.inputs = ()
@@ -302,6 +303,19 @@ cdef Node _new_node(int op, int dtype, tuple shape, uint64_t shape_hash,
     _ops_recorded += 1
     _pending_since_cut += 1
     return n
+
+
+cpdef object host_value(Node n):
+    """A data node's value as a read-only ndarray. A backend that keeps results
+    on its device (``jax``) binds device arrays; the first host read copies
+    one to the host and the node keeps that copy from then on."""
+    cdef object v = n.value
+    if isinstance(v, np.ndarray):
+        return v
+    v = np.array(v, dtype=_D.DTYPES[n.dtype], copy=True)
+    v.flags.writeable = False
+    n.value = v
+    return v
 
 
 def data_node(value, int dtype):
@@ -555,7 +569,7 @@ cdef class TensorBase:
     def numpy(self):
         """The value as a read-only NumPy array (a barrier)."""
         if self._node.op == OP_DATA:
-            return self._node.value
+            return host_value(self._node)
         return _materialize(self)
 
     # the other materializing methods (item, tolist, bool...) are in lazyrt/api/tensor.py

@@ -29,6 +29,8 @@ import threading
 from time import perf_counter
 from collections import OrderedDict
 
+import numpy as np
+
 from . import _recorder as R
 from ._capture import bind_results, capture, pending_graph_size
 from . import backends as B
@@ -141,6 +143,8 @@ def _execute(nodes: list):
     level = debug.level()  # once per barrier; backends never read it
     t0 = perf_counter()
     cap = capture(nodes, be.salt)
+    values = cap.values if be is _device_backend or _device_backend is None \
+        else _host_values(cap.values)
     program = program_cache.get(cap.key)
     compiled = program is None
     if compiled:
@@ -152,14 +156,14 @@ def _execute(nodes: list):
         metrics.cache_hits += 1
     t1 = perf_counter()
     if level >= 2:
-        results = program.run(cap.values, debug.report_launch)
+        results = program.run(values, debug.report_launch)
     else:
-        results = program.run(cap.values)
+        results = program.run(values)
     t2 = perf_counter()
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += t2 - t1
-    bind_results(nodes, results)
+    _bind(be, nodes, results)
     debug.ran(program)
     if level >= 1:
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
@@ -173,6 +177,8 @@ def _execute_watched(nodes: list, watcher):
     level = debug.level()
     event = watcher.barrier_started(name)  # finds the user's line and the cause
     cap = capture(nodes, be.salt)
+    values = cap.values if be is _device_backend or _device_backend is None \
+        else _host_values(cap.values)
     event.captured(cap.key, len(cap.nodes))
     program = program_cache.get(cap.key)
     compiled = program is None
@@ -187,17 +193,39 @@ def _execute_watched(nodes: list, watcher):
     else:
         metrics.cache_hits += 1
     event.running()
-    results = watcher.run(event, program, cap.values, debug.report_launch if level >= 2 else None)
+    results = watcher.run(event, program, values, debug.report_launch if level >= 2 else None)
     event.ran()
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += event.run_s
-    bind_results(nodes, results)
+    _bind(be, nodes, results)
     debug.ran(program)
     watcher.barrier_done(event, program)
     if level >= 1:
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name,
                            event.total_s)
+
+
+#: the last backend whose results stayed on its device (``device_values``), or
+#: None: until one has run, no tensor holds a device array, and parameters pass
+#: to every backend untouched; after, only that backend takes them as they are
+_device_backend = None
+
+
+def _bind(be, nodes, results):
+    global _device_backend
+    if getattr(be, "device_values", False):
+        _device_backend = be
+        bind_results(nodes, results, True)
+    else:
+        bind_results(nodes, results)
+
+
+def _host_values(values: list) -> list:
+    """Parameters for a backend other than the device backend that ran last: a
+    device array still bound to a tensor is copied to the host for it."""
+    owns = _device_backend.owns
+    return [np.asarray(v) if owns(v) else v for v in values]
 
 
 def watch(watcher):
@@ -214,7 +242,7 @@ def materialize(tensor):
     _execute([tensor._node])
     if not R.any_live_pending():
         R.full_barrier_done()  # nothing left pending: the cut counter starts over
-    return tensor._node.value
+    return R.host_value(tensor._node)
 
 
 def sync(*tensors):

@@ -34,6 +34,31 @@ def test_a_loop_with_a_changing_python_scalar_traces_once(fresh_metrics, empty_c
     np.testing.assert_allclose(w.numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_computed_values_stay_on_the_device_until_a_host_read():
+    w0 = np.linspace(-1, 1, 64)
+    with lr.backend("jax"):
+        w = lr.tensor(w0)
+        for step in range(5):
+            w = w * 0.5 + step
+            lr.sync(w)
+            assert isinstance(w._node.value, jax.Array)  # the next step takes it as it is
+        kept = w._node.value
+        expected = w0.copy()
+        for step in range(5):
+            expected = expected * 0.5 + step
+        loss = (w * w).sum()
+        assert loss.item() == pytest.approx(float((expected ** 2).sum()), rel=1e-12)
+        assert w._node.value is kept                    # a read of another tensor moves nothing
+        host = w.numpy()
+    assert isinstance(host, np.ndarray) and not host.flags.writeable
+    assert isinstance(w._node.value, np.ndarray)        # the copy is kept: read once
+    with lr.backend("jax"):
+        v = w * 2.0
+        lr.sync(v)
+    with lr.backend("c"):                               # another backend gets a host copy
+        np.testing.assert_array_equal((v + 1.0).numpy(), host * 2.0 + 1.0)
+
+
 def test_float64_and_int64_are_64_bit_without_changing_jax_config():
     before = jax.config.jax_enable_x64
     with lr.backend("jax"):

@@ -39,9 +39,11 @@ class Program(Protocol):
 
     def run(self, params: list, report: Optional[LaunchReport] = None) -> list:
         """Run once. ``params`` are the graph's parameters in capture order
-        (NumPy arrays for data, Python scalars for runtime scalars); returns
-        one NumPy array per graph output, in order. With ``report``, each
-        launch is timed on its own (synchronized) and reported."""
+        (NumPy arrays for data, Python scalars for runtime scalars; a backend
+        whose ``device_values`` is true also gets its own device arrays back);
+        returns one NumPy array per graph output, in order, or one device array
+        each for such a backend. With ``report``, each launch is timed on its
+        own (synchronized) and reported."""
 
 
 @runtime_checkable
@@ -55,6 +57,11 @@ class Backend(Protocol):
     #: mixed into every graph key (set by the registry), so two backends never
     #: share a cached program
     salt: int
+    #: optional, default False: results stay on the backend's device as its
+    #: own arrays (bound to tensors as they are) until a host read
+    #: (:func:`lazyrt._recorder.host_value`) copies them; such a backend takes
+    #: its arrays back as parameters, other backends get host copies, and it
+    #: says which values are its arrays with ``owns(value) -> bool``
 
     def compile(self, graph) -> Program:
         """A program for ``graph`` (a :class:`lazyrt.graph.Graph`), built through

@@ -13,8 +13,12 @@ changing JAX's process-wide ``jax_enable_x64`` for the user's own JAX code:
 tracing, compiling and running happen inside ``jax.enable_x64(True)``.
 
 Devices: JAX's default device, or ``$LAZYRT_JAX_PLATFORM`` (``cpu``, ``gpu``,
-``tpu``), checked when the backend starts. Results come back to the host at
-each barrier (lazyrt's data lives in NumPy arrays between graphs).
+``tpu``), checked when the backend starts. Results stay on that device between
+barriers (``device_values``): a computed tensor holds a ``jax.Array``, the next
+graph takes it as it is, and only a host read (``numpy()``, ``item()``,
+``print``, another backend's graph) copies it to the host, once. Dispatch is
+asynchronous, as JAX's: a barrier returns once the computation is queued, and a
+host read waits for it.
 
 Multi-device (a plan, not built): once lazyrt records collectives, a graph's
 parameters get ``jax.sharding.NamedSharding`` annotations from the user's mesh
@@ -72,14 +76,17 @@ class JaxProgram:
     def run(self, params, report=None):
         import jax
         t0 = perf_counter()
-        args = [np.asarray(v, dt) for v, dt in zip(params, self._dtypes)]
+        array = jax.Array
+        # device arrays pass as they are; host data and scalars are given their dtype
+        args = [v if isinstance(v, array) else np.asarray(v, dt)
+                for v, dt in zip(params, self._dtypes)]
         with jax.enable_x64(True):
             outs = self._run(*args)
-            results = [np.asarray(o) for o in outs]
         if report is not None:
+            jax.block_until_ready(outs)  # a timed run waits for the computation
             k = self.record.kernels[0]
             report(k.name, perf_counter() - t0, k.bytes_moved)
-        return results
+        return list(outs)
 
 
 class JaxBackend:
@@ -87,6 +94,8 @@ class JaxBackend:
     #: XLA flushes subnormal floats to zero on CPU and TPU (inputs and results):
     #: the one way this backend's values differ from NumPy's
     flushes_subnormals = True
+    #: results stay on the device as ``jax.Array`` until read (lazyrt.backends.base)
+    device_values = True
 
     def __init__(self):
         import jax
@@ -97,6 +106,12 @@ class JaxBackend:
             raise BackendError(f"lazyrt: ${PLATFORM_VARIABLE}={platform!r}, but JAX has no "
                                f"such platform here: {exc}") from None
         self.device = self._device.platform
+
+    @staticmethod
+    def owns(value) -> bool:
+        """Whether ``value`` is this backend's device array."""
+        import jax
+        return isinstance(value, jax.Array)
 
     def compile(self, graph):
         _, launches, record = compile_graph(self, graph, JaxPlan, self._build)
