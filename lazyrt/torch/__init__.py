@@ -1,0 +1,77 @@
+"""``lazyrt.torch``: unmodified PyTorch code on lazy tensors.
+
+Tensors on device ``lazy`` record every aten op into lazyrt's recorder (the
+same graph as the native API): forward, autograd backward and the optimizer
+step of a training loop become one graph per :func:`mark_step`, compiled once
+and then a cache hit every step.
+
+>>> import torch, lazyrt.torch as lt
+>>> x = torch.arange(4.0).to("lazy")
+>>> (x * 2 + 1).sum().item()
+16.0
+
+This is the only module that imports ``torch``: ``import lazyrt`` stays torch-free.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import runtime
+from . import factories as _factories
+from .tensor import DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
+
+__all__ = ["lazy", "to_cpu", "eager", "mark_step", "device", "is_lazy"]
+
+_factories.install()
+
+
+def device() -> torch.device:
+    """The lazy device, ``torch.device("lazy")``."""
+    return DEVICE
+
+
+def lazy(obj):
+    """``obj`` on the lazy device: a tensor becomes a new lazy tensor; a module
+    is converted in place (parameters and buffers, as ``module.to`` does) and
+    returned, so optimizers created before or after both see lazy parameters."""
+    if isinstance(obj, torch.nn.Module):
+        return obj.to(DEVICE)
+    if isinstance(obj, torch.Tensor):
+        return obj if is_lazy(obj) else obj.to(DEVICE)
+    raise TypeError(f"lazyrt.torch.lazy: expected a torch.Tensor or nn.Module, "
+                    f"got {type(obj).__name__}")
+
+
+def eager(t: torch.Tensor) -> torch.Tensor:
+    """A lazy tensor's value as a CPU tensor (a barrier, counted with your line)."""
+    if not is_lazy(t):
+        raise TypeError(f"lazyrt.torch.eager: expected a lazy tensor, got one on {t.device}")
+    count_materialization()
+    out = to_torch_cpu(unwrap(t))
+    return out.requires_grad_(t.requires_grad) if t.is_floating_point() else out
+
+
+def to_cpu(obj):
+    """``obj`` back on the CPU: a tensor → CPU tensor (a barrier); a module →
+    the same module with CPU parameters and buffers."""
+    if isinstance(obj, torch.nn.Module):
+        return obj.to("cpu")
+    if isinstance(obj, torch.Tensor):
+        return eager(obj) if is_lazy(obj) else obj
+    raise TypeError(f"lazyrt.torch.to_cpu: expected a torch.Tensor or nn.Module, "
+                    f"got {type(obj).__name__}")
+
+
+def mark_step():
+    """The step barrier: compute every pending lazy tensor in one graph."""
+    runtime.sync()
+
+
+def _numpy(self, *, force=False, _original=torch.Tensor.numpy):
+    # torch refuses .numpy() off the CPU; a lazy tensor hands over a computed CPU copy
+    if self.device.type == "lazy":
+        return eager(self.detach()).numpy()
+    return _original(self, force=force)
+
+
+torch.Tensor.numpy = _numpy

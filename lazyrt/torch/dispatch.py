@@ -1,0 +1,267 @@
+"""The order every aten call on a lazy tensor is tried in.
+
+1. barriers: ``_local_scalar_dense`` (``item()``, ``bool()``) and ``_to_copy``
+   to another device (``cpu()``, ``print``) compute the value;
+2. native lowerings (:mod:`lazyrt.torch.lowerings`), incl. random draws
+   from torch's own CPU generator (so ``torch.manual_seed`` reproduces eager);
+3. in-place ops on raw lazy tensors (inside decompositions only; user tensors are
+   functionalized) as their out-of-place op, rebound;
+4. ``_foreach_*`` unrolled into one call per tensor;
+5. ``func.decompose()`` for composite ops;
+6. PyTorch's decomposition tables (core ATen plus chosen entries);
+7. a counted fallback: inputs computed, the op run eagerly on the CPU, the
+   result fed back in as data; counted per op in
+   ``lazyrt.metrics.snapshot()["fallbacks"]`` and warned once per op with the
+   user's line.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import torch
+from torch._decomp import core_aten_decompositions, decomposition_table
+from torch.utils._pytree import tree_map
+
+from .. import _recorder as R
+from ..api import creation as C
+from ..errors import PerformanceWarning
+from ..metrics import metrics
+from .lowerings import LOWERINGS
+from .operands import check_devices
+from .tensor import (LazyTensor, code_of, compute, count_materialization, user_frame,
+                     from_cpu, to_torch_cpu)
+
+aten = torch.ops.aten
+_state = threading.local()
+_COPY = aten.copy.default
+
+
+def depth() -> int:
+    """How many lazy dispatches are running on this thread (0: user code)."""
+    return getattr(_state, "depth", 0)
+
+
+def _lazy(out):
+    if isinstance(out, R.TensorBase):
+        return LazyTensor(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_lazy(o) for o in out)
+    return out
+
+
+def dispatch(func, args, kwargs):
+    _state.depth = depth() + 1
+    try:
+        return _dispatch(func, args, kwargs)
+    finally:
+        _state.depth -= 1
+
+
+def _dispatch(func, args, kwargs):
+    barrier = BARRIERS.get(func)
+    if barrier is not None:
+        return barrier(*args, **kwargs)
+    lower = LOWERINGS.get(func)
+    if lower is not None:
+        if func is not _COPY:  # copy_ is how data moves between devices
+            check_devices(func, args)
+        return _lazy(lower(*args, **kwargs))
+    random = RANDOM.get(func)
+    if random is not None:
+        return random(*args, **kwargs)
+    name = func._schema.name
+    if name.endswith("_") and args and type(args[0]) is LazyTensor:
+        out = _inplace(func, args, kwargs)
+        if out is not NotImplemented:
+            return out
+    if name.startswith("aten::_foreach_"):
+        return _foreach(func, args, kwargs)
+    out = func.decompose(*args, **kwargs)
+    if out is not NotImplemented:
+        return out
+    decomp = DECOMPOSITIONS.get(func)
+    if decomp is not None:
+        return decomp(*args, **kwargs)
+    return fallback(func, args, kwargs)
+
+
+# --- barriers ----------------------------------------------------------------------------
+
+def _item(a):
+    count_materialization()
+    return compute(a.value).reshape(()).item()
+
+
+def _to_copy(a, *, dtype=None, layout=None, device=None, pin_memory=None,
+             non_blocking=False, memory_format=None):
+    if device is None or torch.device(device).type == "lazy":
+        return _lazy(LOWERINGS[aten._to_copy.default](a, dtype=dtype))
+    count_materialization()
+    out = to_torch_cpu(a.value)
+    return out.to(device=device, dtype=dtype or out.dtype)
+
+
+BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_copy}
+
+
+# --- randomness: drawn by torch's CPU generator, fed in as data ----------------------------
+
+def _drawn(a, draw):
+    cpu = torch.empty(tuple(a.shape), dtype=a.dtype)
+    draw(cpu)
+    return LazyTensor(from_cpu(cpu))
+
+
+RANDOM = {
+    aten.normal_functional.default: lambda a, mean=0.0, std=1.0, *, generator=None:
+        _drawn(a, lambda t: t.normal_(mean, std, generator=generator)),
+    aten.uniform.default: lambda a, low=0.0, high=1.0, *, generator=None:
+        _drawn(a, lambda t: t.uniform_(low, high, generator=generator)),
+    aten.bernoulli.p: lambda a, p=0.5, *, generator=None:
+        _drawn(a, lambda t: t.bernoulli_(p, generator=generator)),
+}
+
+
+# --- in-place on raw lazy tensors, and _foreach_ ---------------------------------------------
+
+def _out_of_place(func):
+    packet = getattr(aten, func._schema.name[len("aten::"):-1], None)
+    if packet is None or func._overloadname not in packet.overloads():
+        return None
+    return getattr(packet, func._overloadname)
+
+
+def _inplace(func, args, kwargs):
+    functional = _out_of_place(func)
+    if functional is None:
+        return NotImplemented
+    out = dispatch(functional, args, kwargs)
+    targets = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
+    results = out if isinstance(out, (list, tuple)) else [out]
+    for t, r in zip(targets, results):
+        v = r.value
+        if v._node.dtype != code_of(t.dtype):
+            v = R.wrap(R.cast(v._node, code_of(t.dtype)))
+        t.value = v
+    return args[0]
+
+
+_FOREACH_BASE = {"List": ("Tensor", "default"), "Scalar": ("Scalar", "Tensor", "default"),
+                 "ScalarList": ("Scalar", "Tensor", "default"), "Tensor": ("Tensor", "default"),
+                 "default": ("default",)}
+_VALUE_LAST = {"addcmul", "addcdiv"}  # their scalar is the keyword ``value``
+
+
+def _foreach(func, args, kwargs):
+    name = func._schema.name[len("aten::_foreach_"):]
+    if name.endswith("_"):
+        return _inplace(func, args, kwargs) if _out_of_place(func) else fallback(func, args,
+                                                                                  kwargs)
+    packet = getattr(aten, name, None)
+    overload = func._overloadname
+    if name in ("lerp",) and overload == "List":
+        choices = ("Tensor",)
+    else:
+        choices = _FOREACH_BASE.get(overload, ())
+    base = next((getattr(packet, o) for o in choices
+                 if packet is not None and o in packet.overloads()), None)
+    if base is None:
+        return fallback(func, args, kwargs)
+    n = len(args[0])
+    args = list(args)
+    if name in _VALUE_LAST and len(args) == 4:
+        scalars = args.pop()
+        if isinstance(scalars, torch.Tensor):
+            scalars = scalars.tolist()
+        kwargs = dict(kwargs)
+        per = scalars if isinstance(scalars, (list, tuple)) else [scalars] * n
+    else:
+        per = None
+    out = []
+    for i in range(n):
+        a = [x[i] if isinstance(x, (list, tuple)) else x for x in args]
+        kw = kwargs if per is None else dict(kwargs, value=per[i])
+        out.append(dispatch(base, a, kw))
+    return out
+
+
+# --- decomposition tables ----------------------------------------------------------------------
+
+def _decompositions():
+    table = dict(core_aten_decompositions())
+    chosen = [aten._softmax.default, aten._log_softmax.default,
+              aten._softmax_backward_data.default, aten.native_layer_norm.default,
+              aten.native_layer_norm_backward.default, aten.embedding.default,
+              aten.embedding_dense_backward.default, aten.native_dropout.default,
+              aten.native_dropout_backward.default, aten.linalg_vector_norm.default,
+              aten.var_mean.correction, aten.gelu_backward.default, aten.silu.default,
+              aten.silu_backward.default]
+    for op in chosen:
+        if op in decomposition_table:
+            table[op] = decomposition_table[op]
+    for op in LOWERINGS:
+        table.pop(op, None)
+    return table
+
+
+DECOMPOSITIONS = _decompositions()
+
+
+# --- the counted fallback ----------------------------------------------------------------------
+
+_warned: set = set()
+
+
+def _where_now():
+    f = user_frame()
+    return (None, 0) if f is None else (f.f_code, f.f_lasti)
+
+
+def fallback(func, args, kwargs):
+    """Run ``func`` eagerly on the CPU on computed inputs; feed the results back as data."""
+    name = str(func)
+    code, offset = _where_now()
+    metrics.fallbacks[name] += 1
+    metrics.fallback_at[(name, code, offset)] += 1
+    if name not in _warned:
+        _warned.add(name)
+        where = R.source_line(code, offset) or "<unknown>"
+        warnings.warn(f"lazyrt.torch: {name} has no lazy lowering; it ran eagerly on the "
+                      f"CPU (inputs computed, result fed back as data), from {where}. "
+                      f"Each call is counted in lazyrt.metrics.snapshot()['fallbacks'].",
+                      PerformanceWarning, stacklevel=2)
+    check_devices(func, args)
+
+    def to_cpu(x):
+        if type(x) is LazyTensor:
+            return to_torch_cpu(x.value)
+        if isinstance(x, torch.device) and x.type == "lazy":
+            return torch.device("cpu")
+        return x
+
+    cpu_args, cpu_kwargs = tree_map(to_cpu, args), tree_map(to_cpu, kwargs)
+    out = func(*cpu_args, **cpu_kwargs)
+    # write back what the op mutated (in-place and out= arguments)
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            pair = ((args[i], cpu_args[i]) if i < len(args) and not arg.kwarg_only
+                    else (kwargs.get(arg.name), cpu_kwargs.get(arg.name)))
+            lazy, cpu = pair
+            if type(lazy) is LazyTensor:
+                lazy.value = from_cpu(cpu)
+    mutated = {id(c): a for a, c in zip(args, cpu_args) if type(a) is LazyTensor}
+
+    def back(x):
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu":
+            if id(x) in mutated:
+                return mutated[id(x)]
+            return LazyTensor(from_cpu(x))
+        return x
+    return tree_map(back, out)
+
+
+def empty_value(shape, dtype):
+    """A lazy value of ``shape`` and torch ``dtype`` (zeros: never uninitialized)."""
+    from .. import dtypes as D
+    return C.full(tuple(shape), 0, D.DTYPES[code_of(dtype)])

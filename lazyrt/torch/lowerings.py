@@ -1,0 +1,435 @@
+"""Native lowerings: aten overload → lazyrt recorder calls.
+
+``LOWERINGS`` maps each aten ``OpOverload`` to a function of the call's own
+arguments that returns lazyrt tensors (the dispatcher wraps them). The
+pointwise part is generated from tables (overloads, lazyrt function, torch's
+promotion kind); the rest (reductions, views, scatters, matmul, creation-likes)
+are one short function per *form*, registered for every overload of it,
+functionalization's ``*_copy`` variants included.
+
+Dtypes follow torch: each operand is cast to the computation dtype torch's
+promotion picks before lazyrt sees it, so lazyrt's NumPy rule never decides.
+Shapes come from lazyrt's recorder, never from meta tensors.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import torch
+
+from .. import _recorder_shapes as S
+from .. import dtypes as D
+from ..api import creation as C
+from ..api import pointwise as P
+from ..api import reductions as RD
+from ..api import views as V
+from .operands import KIND, operand, promoted, value
+from .tensor import code_of, runtime_scalar
+
+aten = torch.ops.aten
+LOWERINGS: dict = {}
+
+
+def _register(overloads, fn):
+    for o in overloads:
+        LOWERINGS[o] = fn
+
+
+def _variants(packet, *names):
+    """``packet.<name>`` for each overload name that exists (``default``, ``Tensor``...)."""
+    return [getattr(packet, n) for n in names if n in packet.overloads()]
+
+
+# --- pointwise, generated ------------------------------------------------------
+
+def _binary(fn, kind):
+    def lower(a, b, *, alpha=None):
+        comp, out = promoted(kind, a, b)
+        x, y = operand(a, comp), operand(b, comp)
+        if alpha is not None and alpha != 1:
+            y = y * operand(alpha, comp)
+        r = fn(x, y)
+        return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
+    return lower
+
+
+def _unary(fn, kind):
+    def lower(a):
+        comp, out = promoted(kind, a)
+        r = fn(operand(a, comp))
+        return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
+    return lower
+
+
+def _reversed(fn):
+    return lambda a, b, *, alpha=None: fn(b, a, alpha=alpha)
+
+
+#: (aten packet, lazyrt function, torch's promotion kind)
+BINARY = [
+    (aten.add, P.add, KIND.DEFAULT),
+    (aten.sub, P.subtract, KIND.DEFAULT),
+    (aten.mul, P.multiply, KIND.DEFAULT),
+    (aten.div, P.divide, KIND.INT_TO_FLOAT),
+    (aten.maximum, P.maximum, KIND.DEFAULT),
+    (aten.minimum, P.minimum, KIND.DEFAULT),
+    (aten.eq, P.equal, KIND.ALWAYS_BOOL),
+    (aten.ne, P.not_equal, KIND.ALWAYS_BOOL),
+    (aten.lt, P.less, KIND.ALWAYS_BOOL),
+    (aten.le, P.less_equal, KIND.ALWAYS_BOOL),
+    (aten.gt, P.greater, KIND.ALWAYS_BOOL),
+    (aten.ge, P.greater_equal, KIND.ALWAYS_BOOL),
+    (aten.logical_and, P.logical_and, KIND.ALWAYS_BOOL),
+    (aten.logical_or, P.logical_or, KIND.ALWAYS_BOOL),
+    (aten.bitwise_and, P.bitwise_and, KIND.DEFAULT),
+    (aten.bitwise_or, P.bitwise_or, KIND.DEFAULT),
+    (aten.bitwise_xor, P.bitwise_xor, KIND.DEFAULT),
+]
+
+UNARY = [
+    (aten.neg, P.negative, KIND.DEFAULT),
+    (aten.abs, P.abs, KIND.COMPLEX_TO_FLOAT),
+    (aten.exp, P.exp, KIND.INT_TO_FLOAT),
+    (aten.expm1, P.expm1, KIND.INT_TO_FLOAT),
+    (aten.log, P.log, KIND.INT_TO_FLOAT),
+    (aten.log1p, P.log1p, KIND.INT_TO_FLOAT),
+    (aten.sqrt, P.sqrt, KIND.INT_TO_FLOAT),
+    (aten.rsqrt, P.rsqrt, KIND.INT_TO_FLOAT),
+    (aten.sin, P.sin, KIND.INT_TO_FLOAT),
+    (aten.cos, P.cos, KIND.INT_TO_FLOAT),
+    (aten.tanh, P.tanh, KIND.INT_TO_FLOAT),
+    (aten.sigmoid, P.sigmoid, KIND.INT_TO_FLOAT),
+    (aten.erf, P.erf, KIND.INT_TO_FLOAT),
+    (aten.reciprocal, P.reciprocal, KIND.INT_TO_FLOAT),
+    (aten.sign, P.sign, KIND.DEFAULT),
+    (aten.floor, P.floor, KIND.DEFAULT),
+    (aten.ceil, P.ceil, KIND.DEFAULT),
+    (aten.logical_not, P.logical_not, KIND.ALWAYS_BOOL),
+    (aten.bitwise_not, P.invert, KIND.DEFAULT),
+    (aten.isnan, P.isnan, KIND.ALWAYS_BOOL),
+    (aten.isinf, P.isinf, KIND.ALWAYS_BOOL),
+    (aten.isfinite, P.isfinite, KIND.ALWAYS_BOOL),
+]
+
+for _packet, _fn, _kind in BINARY:
+    _register(_variants(_packet, "Tensor", "Scalar", "default"), _binary(_fn, _kind))
+for _packet, _fn, _kind in UNARY:
+    _register(_variants(_packet, "default"), _unary(_fn, _kind))
+_register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
+
+
+def _pow(a, b):
+    comp, out = promoted(KIND.DEFAULT, a, b)
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        # a Python exponent is baked into the program (x ** 2 becomes x * x)
+        return P.power(operand(a, comp), D.DTYPES[comp].type(b).item())
+    return P.power(operand(a, comp), operand(b, comp))
+
+
+_register(_variants(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"), _pow)
+
+
+def _relu(a):
+    return P.maximum(value(a), runtime_scalar(0, value(a)._node.dtype))
+
+
+def _gelu(a, *, approximate="none"):
+    x = value(a)
+    code = x._node.dtype
+    half = runtime_scalar(0.5, code)
+    if approximate == "tanh":
+        inner = runtime_scalar(math.sqrt(2 / math.pi), code) * (
+            x + runtime_scalar(0.044715, code) * x * x * x)
+        return half * x * (runtime_scalar(1, code) + P.tanh(inner))
+    return x * half * (runtime_scalar(1, code) + P.erf(x * runtime_scalar(math.sqrt(0.5), code)))
+
+
+def _where(cond, a, b):
+    comp, _ = promoted(KIND.DEFAULT, a, b)
+    return S.where(operand(cond, D.BOOL), operand(a, comp), operand(b, comp))
+
+
+def _lerp(start, end, weight):
+    # torch's formula: the branch keeps lerp(a, b, 1) == b exactly
+    comp, _ = promoted(KIND.DEFAULT, start, end, weight)
+    a, b = operand(start, comp), operand(end, comp)
+    w = operand(weight, comp)
+    if isinstance(weight, (int, float)):
+        if abs(weight) < 0.5:
+            return a + w * (b - a)
+        return b - (b - a) * operand(1 - weight, comp)
+    return S.where(P.abs(w) < runtime_scalar(0.5, comp), a + w * (b - a),
+                   b - (b - a) * (runtime_scalar(1, comp) - w))
+
+
+def _addc(fn):
+    def lower(self, t1, t2, *, value=1):
+        comp, _ = promoted(KIND.DEFAULT, self, t1, t2)
+        x = operand(self, comp)
+        prod = fn(operand(t1, comp), operand(t2, comp))
+        return x + (prod if value == 1 else operand(value, comp) * prod)
+    return lower
+
+
+def _threshold_backward(grad, x, threshold):
+    g = value(grad)
+    return S.where(operand(x, g._node.dtype) <= operand(threshold, g._node.dtype),
+                   runtime_scalar(0, g._node.dtype), g)
+
+
+def _clamp(a, lo=None, hi=None):
+    comp, _ = promoted(KIND.DEFAULT, a, *(v for v in (lo, hi) if v is not None))
+    out = operand(a, comp)
+    if lo is not None:
+        out = P.maximum(out, operand(lo, comp))
+    if hi is not None:
+        out = P.minimum(out, operand(hi, comp))
+    return out
+
+
+_register([aten.relu.default], _relu)
+_register([aten.gelu.default], _gelu)
+_register([aten.where.self], _where)
+_register([aten.lerp.Scalar, aten.lerp.Tensor], _lerp)
+_register([aten.addcmul.default], _addc(P.multiply))
+_register([aten.addcdiv.default], _addc(P.divide))
+_register([aten.threshold_backward.default], _threshold_backward)
+_register([aten.clamp.default, aten.clamp.Tensor], _clamp)
+_register([aten.clamp_min.default, aten.clamp_min.Tensor], lambda a, lo: _clamp(a, lo))
+_register([aten.clamp_max.default, aten.clamp_max.Tensor], lambda a, hi: _clamp(a, None, hi))
+_register([aten.tanh_backward.default],
+          lambda g, y: value(g) * (runtime_scalar(1, value(y)._node.dtype) - value(y) * value(y)))
+_register([aten.sigmoid_backward.default],
+          lambda g, y: value(g) * (runtime_scalar(1, value(y)._node.dtype) - value(y)) * value(y))
+
+
+def _to_dtype(a, dtype=None, **_ignored):
+    x = value(a)
+    return x if dtype is None else P.astype(x, D.DTYPES[code_of(dtype)])
+
+
+_register([aten._to_copy.default], _to_dtype)  # to the CPU is a barrier (dispatch.py)
+_register([aten.alias.default, aten.alias_copy.default, aten.detach.default,
+           aten.detach_copy.default, aten.clone.default, aten.lift_fresh.default,
+           aten.lift_fresh_copy.default, aten.contiguous.default],
+          lambda a, *args, **kwargs: P.astype(value(a), value(a).dtype))
+
+
+# --- reductions -----------------------------------------------------------------
+
+def _dims(dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return None
+    return tuple(dim) if isinstance(dim, (list, tuple)) else (dim,)
+
+
+def _sum(a, dim=None, keepdim=False, *, dtype=None):
+    x = value(a)
+    if dtype is not None:
+        x = P.astype(x, D.DTYPES[code_of(dtype)])
+    elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
+        x = P.astype(x, D.int64)
+    return S.sum(x, _dims(dim), keepdim)
+
+
+def _mean(a, dim=None, keepdim=False, *, dtype=None):
+    x = value(a)
+    if dtype is not None:
+        x = P.astype(x, D.DTYPES[code_of(dtype)])
+    if x._node.dtype not in D.FLOATING:
+        raise RuntimeError(f"lazyrt.torch: mean(): could not infer output dtype. Input dtype "
+                           f"must be either a floating point or complex dtype. Got: "
+                           f"{a.dtype}")
+    return RD.mean(x, _dims(dim), keepdim)
+
+
+def _amax(fn):
+    return lambda a, dim=(), keepdim=False: fn(value(a), _dims(dim), keepdim)
+
+
+def _max_dim(fn, arg):
+    def lower(a, dim, keepdim=False):
+        x = value(a)
+        return fn(x, (dim,), keepdim), arg(x, dim, keepdim)
+    return lower
+
+
+_register([aten.sum.default, aten.sum.dim_IntList], _sum)
+_register([aten.mean.default, aten.mean.dim], _mean)
+_register([aten.amax.default], _amax(S.max))
+_register([aten.amin.default], _amax(S.min))
+_register([aten.max.default], lambda a: S.max(value(a)))
+_register([aten.min.default], lambda a: S.min(value(a)))
+_register([aten.max.dim], _max_dim(S.max, S.argmax))
+_register([aten.min.dim], _max_dim(S.min, S.argmin))
+_register([aten.argmax.default], lambda a, dim=None, keepdim=False:
+          S.argmax(value(a), dim, keepdim))
+_register([aten.argmin.default], lambda a, dim=None, keepdim=False:
+          S.argmin(value(a), dim, keepdim))
+
+
+# --- views (value semantics: functionalization keeps the aliasing) -------------------
+
+def _index_at(ndim, dim, item):
+    idx = [slice(None)] * ndim
+    idx[dim % ndim] = item
+    return tuple(idx)
+
+
+def _slice_item(length, start, end, step):
+    start = 0 if start is None else start
+    end = sys.maxsize if end is None else end
+    return slice(start, end, step)
+
+
+def _slice(a, dim=0, start=None, end=None, step=1):
+    x = value(a)
+    return S.getitem(x, _index_at(x.ndim, dim, _slice_item(x.shape[dim], start, end, step)))
+
+
+def _select(a, dim, index):
+    x = value(a)
+    n = x.shape[dim]
+    if not -n <= index < n:
+        raise IndexError(f"lazyrt.torch: select(): index {index} out of range for tensor of "
+                         f"size {tuple(x.shape)} at dimension {dim}")
+    return S.getitem(x, _index_at(x.ndim, dim, index))
+
+
+def _squeeze(a, dim=None):
+    x = value(a)
+    dims = range(x.ndim) if dim is None else (dim if isinstance(dim, (list, tuple)) else [dim])
+    keep = {d % max(x.ndim, 1) for d in dims if x.ndim and x.shape[d] == 1}
+    return S.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in keep))
+
+
+def _t(a):
+    x = value(a)
+    return V.transpose(x) if x.ndim == 2 else P.astype(x, x.dtype)
+
+
+def _copies(*names):
+    out = []
+    for n in names:
+        for packet_name in (n, n + "_copy"):
+            packet = getattr(aten, packet_name, None)
+            if packet is not None:
+                out += [getattr(packet, o) for o in packet.overloads()
+                        if not o.endswith("out")]
+    return out
+
+
+_register(_copies("view", "_unsafe_view", "reshape"),
+          lambda a, shape: S.reshape(value(a), tuple(shape)))
+_register(_copies("permute"), lambda a, dims: V.permute(value(a), tuple(dims)))
+_register(_copies("expand"), lambda a, size, *, implicit=False:
+          V.broadcast_to(value(a), tuple(size)))
+_register(_copies("slice"), _slice)
+_register([aten.select.int, aten.select_copy.int], _select)
+_register([aten.transpose.int, aten.transpose_copy.int],
+          lambda a, d0, d1: V.swapaxes(value(a), d0, d1))
+_register(_copies("t"), _t)
+_register(_copies("unsqueeze"), lambda a, dim: V.unsqueeze(value(a), dim))
+_register(_copies("squeeze"), _squeeze)
+
+
+def _scatter_into(base, src, index):
+    out = P.astype(value(base), value(base).dtype)  # a new tensor: base keeps its value
+    V.setitem(out, index, operand(src, out._node.dtype))
+    return out
+
+
+_register([aten.select_scatter.default], lambda a, src, dim, index:
+          _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
+_register([aten.slice_scatter.default], lambda a, src, dim=0, start=None, end=None, step=1:
+          _scatter_into(a, src, _index_at(value(a).ndim, dim, _slice_item(
+              value(a).shape[dim], start, end, step))))
+
+
+def _cat(tensors, dim=0):
+    # torch's legacy rule: 1-d empty tensors are skipped
+    kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)] or list(tensors)
+    comp, _ = promoted(KIND.NO_OPMATH, *kept)
+    return V.concat([operand(t, comp) for t in kept], dim)
+
+
+_register([aten.cat.default], _cat)
+
+
+# --- matmul ---------------------------------------------------------------------------
+
+def _same_dtype(op, a, b):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"lazyrt.torch: {op}: expected both operands to have the same "
+                           f"dtype, but got {a.dtype} and {b.dtype} (shapes "
+                           f"{tuple(a.shape)} and {tuple(b.shape)})")
+
+
+def _mm(op):
+    def lower(a, b):
+        _same_dtype(op, a, b)
+        return S.matmul(value(a), value(b))
+    return lower
+
+
+def _addmm(bias, a, b, *, beta=1, alpha=1):
+    _same_dtype("addmm", a, b)
+    prod = S.matmul(value(a), value(b))
+    code = prod._node.dtype
+    if alpha != 1:
+        prod = prod * operand(alpha, code)
+    if beta == 0:
+        return prod
+    c = operand(bias, code)
+    return (c if beta == 1 else c * operand(beta, code)) + prod
+
+
+_register([aten.mm.default], _mm("mm"))
+_register([aten.bmm.default], _mm("bmm"))
+_register([aten.dot.default], _mm("dot"))
+_register([aten.mv.default], _mm("mv"))
+_register([aten.addmm.default, aten.baddbmm.default], _addmm)
+
+
+# --- creation-likes (inside lowerings and autograd) --------------------------------------
+
+def _full_of(shape, fill, dtype):
+    code = code_of(dtype)
+    return C.full(tuple(shape), D.DTYPES[code].type(fill).item(), D.DTYPES[code])
+
+
+def _like(fill):
+    def lower(a, *, dtype=None, **_ignored):
+        return _full_of(a.shape, fill, dtype or a.dtype)
+    return lower
+
+
+def _new(fill):
+    def lower(a, size, *args, dtype=None, **_ignored):
+        return _full_of(size, fill, dtype or a.dtype)
+    return lower
+
+
+def _copy(dst, src, non_blocking=False):
+    if type(src) is not type(dst) and isinstance(src, torch.Tensor) and src.device.type != "lazy":
+        from .tensor import from_cpu
+        v = from_cpu(src)
+    else:
+        v = value(src)
+    v = P.astype(v, D.DTYPES[code_of(dst.dtype)])
+    return v if tuple(v.shape) == tuple(dst.shape) else V.broadcast_to(v, tuple(dst.shape))
+
+
+_register([aten.ones_like.default], _like(1))
+_register([aten.zeros_like.default, aten.empty_like.default], _like(0))
+_register([aten.full_like.default], lambda a, fill, *, dtype=None, **_k:
+          _full_of(a.shape, fill, dtype or a.dtype))
+_register([aten.new_ones.default], _new(1))
+_register([aten.new_zeros.default, aten.new_empty.default, aten.new_empty_strided.default],
+          _new(0))
+_register([aten.new_full.default], lambda a, size, fill, *, dtype=None, **_k:
+          _full_of(size, fill, dtype or a.dtype))
+_register([aten.fill.Scalar], lambda a, fill: _full_of(a.shape, fill, a.dtype))
+_register([aten.zero.default], lambda a: _full_of(a.shape, 0, a.dtype))
+_register([aten.copy.default], _copy)

@@ -1,0 +1,74 @@
+"""Turning the arguments of an aten call into lazyrt operands, with torch's
+type promotion (not NumPy's) and torch's device rule.
+
+Every tensor operand of a lowering goes through :func:`operand`: a lazy
+tensor becomes its lazyrt value cast to the op's computation dtype; a Python
+number or a 0-d CPU tensor becomes a *runtime scalar* of that dtype (its
+value is a graph parameter, so a changing learning rate never recompiles);
+any other CPU tensor is the same error eager torch raises for cpu/cuda.
+"""
+from __future__ import annotations
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
+from torch._prims_common import elementwise_dtypes
+
+from .. import _recorder as R
+from .tensor import CODE_OF_TORCH, LazyTensor, code_of, runtime_scalar
+
+__all__ = ["KIND", "operand", "promoted", "value", "check_devices"]
+
+_NUMBER = (bool, int, float)
+
+
+def value(x):
+    """The lazyrt tensor behind a raw lazy tensor argument."""
+    if type(x) is LazyTensor:
+        return x.value
+    raise TypeError(f"lazyrt.torch: expected a lazy tensor, got {_describe(x)}")
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return f"a tensor on {x.device} (shape {tuple(x.shape)}, dtype {x.dtype})"
+    return f"{type(x).__name__} {x!r}"
+
+
+def check_devices(op, args):
+    """Eager torch's rule: a lazy tensor meets CPU tensors only when they are 0-d."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            check_devices(op, a)
+        elif isinstance(a, torch.Tensor) and type(a) is not LazyTensor and a.dim() != 0:
+            raise RuntimeError(
+                f"lazyrt.torch: {op}: expected all tensors to be on the same device, but "
+                f"found at least two devices, lazy and {a.device} (a {a.device} tensor of "
+                f"shape {tuple(a.shape)}); move it with .to('lazy') or the result with .cpu()")
+
+
+def operand(x, code: int):
+    """``x`` (lazy tensor, 0-d CPU tensor, Python number) as a lazyrt tensor of
+    dtype ``code``."""
+    t = type(x)
+    if t is LazyTensor:
+        v = x.value
+        return v if v._node.dtype == code else R.wrap(R.cast(v._node, code))
+    if t in _NUMBER:
+        return runtime_scalar(x, code)
+    if isinstance(x, torch.Tensor):
+        if x.dim() == 0 and x.device.type == "cpu":
+            return runtime_scalar(x.item(), code)
+        raise RuntimeError(f"lazyrt.torch: expected a lazy tensor or a 0-d CPU tensor, "
+                           f"got {_describe(x)}")
+    raise TypeError(f"lazyrt.torch: cannot use {_describe(x)} as a tensor operand")
+
+
+def promoted(kind, *args):
+    """``(computation code, result code)`` of an elementwise op under torch's
+    promotion rule (dimensioned tensors over 0-d tensors over Python numbers)."""
+    comp, result = elementwise_dtypes(*args, type_promotion_kind=kind)
+    if result is torch.bool and comp is not torch.bool:
+        return code_of(comp), CODE_OF_TORCH[torch.bool]
+    # float16 is computed in float32 by lazyrt's kernels anyway; keep torch's result dtype
+    code = code_of(result)
+    return code, code

@@ -1,0 +1,157 @@
+"""The lazy ``torch.Tensor``: a wrapper subclass on device ``lazy`` holding a
+lazyrt tensor, and the functional wrapper users see around it.
+
+Two layers, as torch's own LTC has them:
+
+- ``LazyTensor`` (inner): a ``_make_wrapper_subclass`` tensor whose
+  ``__torch_dispatch__`` records every aten op into lazyrt's recorder (the
+  same recorder and graph as the native API). It has value semantics: it
+  never aliases another tensor's storage.
+- the user's tensor (outer): torch's C++ functionalization wrapper
+  (``torch._to_functional_tensor``) around a ``LazyTensor``. Functionalization
+  turns views and in-place ops into out-of-place ops (``view_copy``,
+  ``select_scatter``, ``add``...) and replays them on every alias, so
+  ``a.view(-1).add_(1)`` is seen by ``a`` exactly as in eager PyTorch.
+
+Values cross between the two with :func:`wrap` and :func:`unwrap`.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+
+from .. import _recorder as R
+from .. import dtypes as D
+from .. import runtime
+from ..api.creation import tensor as _lr_tensor
+from ..metrics import metrics
+
+DEVICE = torch.device("lazy")
+
+TORCH_OF_CODE = {D.BOOL: torch.bool, D.INT8: torch.int8, D.UINT8: torch.uint8,
+                 D.INT32: torch.int32, D.INT64: torch.int64, D.FLOAT16: torch.float16,
+                 D.FLOAT32: torch.float32, D.FLOAT64: torch.float64}
+CODE_OF_TORCH = {t: c for c, t in TORCH_OF_CODE.items()}
+
+
+def code_of(dtype: torch.dtype) -> int:
+    """lazyrt's dtype code for a torch dtype; a clear error for the ones it lacks."""
+    try:
+        return CODE_OF_TORCH[dtype]
+    except KeyError:
+        raise TypeError(f"lazyrt.torch: dtype {dtype} is not supported on the lazy device; "
+                        f"use one of {', '.join(str(t) for t in CODE_OF_TORCH)}") from None
+
+
+class LazyTensor(torch.Tensor):
+    """The inner lazy tensor: torch metadata (shape, dtype, device ``lazy``)
+    over a lazyrt tensor (``self.value``). Users never hold one directly:
+    they hold its functional wrapper."""
+
+    value: object
+
+    @staticmethod
+    def __new__(cls, value, requires_grad=False):
+        node = value._node
+        out = torch.Tensor._make_wrapper_subclass(
+            cls, node.shape, dtype=TORCH_OF_CODE[node.dtype], device=DEVICE,
+            requires_grad=requires_grad)
+        out.value = value
+        return out
+
+    # no torch-function layer: every op goes straight to aten and __torch_dispatch__
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from .dispatch import dispatch  # the lowering tables import this module
+        return dispatch(func, args, kwargs or {})
+
+    def __repr__(self):
+        return f"LazyTensor(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+
+def raw(value) -> LazyTensor:
+    """A lazyrt tensor as a raw ``LazyTensor`` (what lowerings return)."""
+    return LazyTensor(value)
+
+
+def wrap(value) -> torch.Tensor:
+    """A lazyrt tensor as a user tensor (functional wrapper around a ``LazyTensor``)."""
+    return torch._to_functional_tensor(LazyTensor(value))
+
+
+def unwrap(t: torch.Tensor):
+    """The lazyrt tensor behind a user tensor or a raw ``LazyTensor``, with every
+    pending in-place update through its aliases applied first."""
+    if type(t) is LazyTensor:
+        return t.value
+    if torch._is_functional_tensor(t):
+        torch._sync(t)
+        inner = torch._from_functional_tensor(t)
+        if type(inner) is LazyTensor:
+            return inner.value
+    raise TypeError(f"lazyrt.torch: expected a tensor on the lazy device, got one on "
+                    f"{t.device} (shape {tuple(t.shape)}, dtype {t.dtype})")
+
+
+def is_lazy(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "lazy"
+
+
+def from_cpu(t: torch.Tensor):
+    """A CPU torch tensor's current value as a lazyrt data leaf (copied: later
+    writes to ``t`` do not reach it, as with eager ``.to()``)."""
+    t = t.detach()
+    if t.dtype not in CODE_OF_TORCH:
+        code_of(t.dtype)  # raises the clear error
+    return _lr_tensor(t.resolve_conj().resolve_neg().numpy(force=True))
+
+
+def user_frame():
+    """The innermost frame outside lazyrt and torch: the user's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not (name.startswith(_LAZYRT_DIR) or name.startswith(_TORCH_DIR)) \
+                or name.endswith("demo.py"):
+            return f
+        f = f.f_back
+    return None
+
+
+import os as _os  # noqa: E402  (only for the two prefixes below)
+_LAZYRT_DIR = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+_TORCH_DIR = _os.path.dirname(_os.path.abspath(torch.__file__))
+
+
+def count_materialization():
+    """Count one materialization at the user's line (not torch's or lazyrt's)."""
+    metrics.materializations += 1
+    f = user_frame()
+    key = (None, 0) if f is None else (f.f_code, f.f_lasti if sys.version_info >= (3, 11)
+                                       else -f.f_lineno)
+    metrics.materialized_at[key] += 1
+
+
+def compute(value) -> np.ndarray:
+    """The value of a lazyrt tensor (a barrier, counted by the caller)."""
+    if value.is_pending:
+        runtime.sync(value)
+    return value.numpy()
+
+
+def to_torch_cpu(value) -> torch.Tensor:
+    """A lazyrt tensor's value as a fresh, writable CPU torch tensor (a barrier)."""
+    arr = np.array(compute(value), copy=True)
+    return torch.from_numpy(arr) if arr.ndim else torch.tensor(arr.item(),
+                                                               dtype=TORCH_OF_CODE[value._node.dtype])
+
+
+def runtime_scalar(value, code: int):
+    """A Python number as a 0-d lazyrt runtime scalar of dtype ``code``: its value
+    is a parameter of the graph, never part of its key (a new learning rate does
+    not recompile)."""
+    return R.wrap(R.scalar_node(value, code, False))
