@@ -43,9 +43,36 @@ def _variants(packet, *names):
 
 # --- pointwise, generated ------------------------------------------------------
 
+def _is_bool(x):
+    return x.dtype is torch.bool if isinstance(x, torch.Tensor) else isinstance(x, bool)
+
+
+def _check_sub(a, b):
+    """Eager torch's refusals for ``-`` on bools, word for word."""
+    if _is_bool(a) and _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool(a) or _is_bool(b):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                           "supported. If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
+
+
+def _check_alpha(out, alpha):
+    if isinstance(alpha, bool) and out != D.BOOL:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if isinstance(alpha, float) and out not in D.FLOATING:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                           "floating point number.")
+
+
 def _binary(fn, kind):
     def lower(a, b, *, alpha=None):
+        if fn is P.subtract:
+            _check_sub(a, b)
         comp, out = promoted(kind, a, b)
+        if alpha is not None:
+            _check_alpha(out, alpha)
         x, y = operand(a, comp), operand(b, comp)
         if alpha is not None and alpha != 1:
             y = y * operand(alpha, comp)
@@ -332,6 +359,27 @@ _register([aten.transpose.int, aten.transpose_copy.int],
 _register(_copies("t"), _t)
 _register(_copies("unsqueeze"), lambda a, dim: V.unsqueeze(value(a), dim))
 _register(_copies("squeeze"), _squeeze)
+
+
+def _split_sizes(a, sizes, dim=0):
+    x = value(a)
+    out, start = [], 0
+    for n in sizes:
+        out.append(S.getitem(x, _index_at(x.ndim, dim, slice(start, start + n))))
+        start += n
+    return out
+
+
+def _split(a, size, dim=0):
+    n = value(a).shape[dim]
+    sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
+    return _split_sizes(a, sizes, dim)
+
+
+_register(_copies("split_with_sizes"), _split_sizes)
+_register([aten.split.Tensor, aten.split_copy.Tensor], _split)
+_register([aten.unbind.int, aten.unbind_copy.int],
+          lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
 
 
 def _scatter_into(base, src, index):
