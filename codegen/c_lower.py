@@ -86,6 +86,17 @@ def power(code, t, a, b):
     return f"({t})lz_ipow((int64_t){a}, (int64_t){b})"
 
 
+def shift(kind):
+    """<< (``shl``) and >> (``shr``) with NumPy's results for every amount: one
+    outside [0, bits) gives 0, or -1 for >> of a negative value; no C undefined
+    behaviour (lz_shl_i8 ... in lazyrt_math_array_api.h)."""
+    def lower(code, t, a, b):
+        if code not in _INT_SUFFIX:
+            raise EmitError(f"on {D.NAMES[code]}")
+        return f"lz_{kind}_{_INT_SUFFIX[code]}({a}, {b})"
+    return lower
+
+
 def maxmin(kind):
     def lower(code, t, a, b):
         if _is_float(code):

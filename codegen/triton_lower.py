@@ -93,6 +93,16 @@ def power(code, t, a, b):
     return f"lzm.{fn}({a}, {b}, {_BITS[code]})"
 
 
+def shift(kind):
+    """<< (``shl``) and >> (``shr``): NumPy's results for amounts outside
+    [0, bits) (0, or -1 for >> of a negative value), never an LLVM poison shift."""
+    def lower(code, t, a, b):
+        if code not in _BITS or code == D.BOOL:
+            raise EmitError(f"on {D.NAMES[code]}")
+        return f"lzm.{kind}({a}, {b}, {_BITS[code]})"
+    return lower
+
+
 def float_only(fn):
     def lower(code, t, *args):
         if not _is_float(code):

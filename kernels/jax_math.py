@@ -92,6 +92,20 @@ def hypot(a, b):
     return jnp.where(jnp.isinf(a) | jnp.isinf(b), jnp.asarray(jnp.inf, out.dtype), out)
 
 
+def left_shift(a, b):
+    """np.left_shift: an amount outside [0, bits) gives 0 (NumPy reads a negative
+    amount as a huge unsigned one), whatever XLA does with such amounts."""
+    ok = (b >= 0) & (b < jnp.iinfo(a.dtype).bits)
+    return jnp.where(ok, jnp.left_shift(a, jnp.where(ok, b, 0)), jnp.zeros((), a.dtype))
+
+
+def right_shift(a, b):
+    """np.right_shift: arithmetic for signed ints; past the width 0, or -1 if a < 0."""
+    ok = (b >= 0) & (b < jnp.iinfo(a.dtype).bits)
+    past = jnp.where(a < 0, jnp.full((), -1, jnp.int64), 0).astype(a.dtype)
+    return jnp.where(ok, jnp.right_shift(a, jnp.where(ok, b, 0)), past)
+
+
 def accumulate(fn, x, axes, keepdims, acc, out):
     """``fn`` (jnp.sum or jnp.prod) over ``axes``, accumulated in ``acc``."""
     return fn(x.astype(acc), axis=axes, keepdims=keepdims).astype(out)

@@ -520,4 +520,7 @@ static inline void lz_stream_bytes(void *restrict dst, const void *restrict src,
 static inline void lz_stream_fence(void) {}
 #endif
 
+/* the array API's remaining elementwise functions, on the cores above */
+#include "lazyrt_math_array_api.h"
+
 #endif /* LAZYRT_MATH_H */

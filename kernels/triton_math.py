@@ -204,6 +204,190 @@ def hypot_generic(a, b):
     return tl.where(inf, float("inf"), h)
 
 
+# --- the array API's remaining elementwise functions ---------------------------
+# NumPy-exact on the bits, the same code on every target:
+
+@triton.jit
+def copysign(a, b):
+    """|a| with the sign bit of b (NaNs and zeros included), as np.copysign."""
+    if a.dtype == tl.float64:
+        ua = a.to(tl.uint64, bitcast=True)
+        ub = b.to(tl.uint64, bitcast=True)
+        return (((ua << 1) >> 1) | ((ub >> 63) << 63)).to(tl.float64, bitcast=True)
+    else:
+        ua = a.to(tl.uint32, bitcast=True)
+        ub = b.to(tl.uint32, bitcast=True)
+        return (((ua << 1) >> 1) | ((ub >> 31) << 31)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def signbit(x):
+    """np.signbit: the sign bit, so -0.0 and -NaN are True."""
+    if x.dtype == tl.float64:
+        return (x.to(tl.uint64, bitcast=True) >> 63) != 0
+    else:
+        return (x.to(tl.uint32, bitcast=True) >> 31) != 0
+
+
+@triton.jit
+def trunc(x):
+    """Toward zero; -0.0 and NaN kept (ceil(-0.5) is -0.0)."""
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+@triton.jit
+def shl(a, b, NBITS: tl.constexpr):
+    """np.left_shift: an amount outside [0, NBITS) gives 0 (NumPy reads a negative
+    amount as a huge unsigned one); never a shift by >= the width (poison in LLVM)."""
+    ok = (b >= 0) & (b < NBITS)
+    return tl.where(ok, a << tl.where(ok, b, 0), a * 0)
+
+
+@triton.jit
+def shr(a, b, NBITS: tl.constexpr):
+    """np.right_shift: arithmetic for signed; past the width 0, or -1 if a < 0."""
+    ok = (b >= 0) & (b < NBITS)
+    return tl.where(ok, a >> tl.where(ok, b, 0), tl.where(a < 0, a * 0 - 1, a * 0))
+
+
+@triton.jit
+def logaddexp(a, b):
+    """log(e^a + e^b) = max + log1p(e^-|a-b|) in float64; a == b (equal
+    infinities too) is a + ln 2, as NumPy's npy_logaddexp."""
+    x = a.to(tl.float64)
+    y = b.to(tl.float64)
+    r = maximum(x, y) + log1p(exp64(-tl.abs(x - y)))
+    return tl.where(x == y, x + 0.6931471805599453, r).to(a.dtype)
+
+
+# Under the interpreter (no libdevice): float64 evaluations of the usual
+# cancellation-free formulas, rounded once to the argument's dtype.
+
+@triton.jit
+def _sign_of(r, x):
+    """r (>= 0 or NaN, float64) with x's sign bit, in x's dtype."""
+    return copysign(r.to(x.dtype), x)
+
+
+@triton.jit
+def _atan_pos64(t):
+    """atan(t) for float64 t >= 0 (inf, NaN too): reduced to |u| <= tan(pi/8) by
+    atan t = pi/2 + atan(-1/t) or pi/4 + atan((t-1)/(t+1)), then Taylor to u^31."""
+    zero = tl.zeros_like(t)
+    big = t > 2.414213562373095
+    mid = t > 0.41421356237309503
+    u = tl.where(big, -1.0 / tl.where(big, t, zero + 1.0),
+                 tl.where(mid, (t - 1.0) / (t + 1.0), t))
+    base = tl.where(big, zero + 1.5707963267948966,
+                    tl.where(mid, zero + 0.7853981633974483, zero))
+    w = u * u
+    p = zero - 1.0 / 31
+    for k in tl.static_range(14, 0, -1):
+        p = p * w + (1.0 - 2.0 * (k % 2)) / (2 * k + 1)
+    return base + (u + u * (w * p))
+
+
+@triton.jit
+def atan_generic(x):
+    return _sign_of(_atan_pos64(tl.abs(x.to(tl.float64))), x)
+
+
+@triton.jit
+def atan2_generic(y, x):
+    """C99 Annex F's atan2: the smaller over the larger magnitude, reflected into
+    its octant and quadrant; both zero: ratio 0, both infinite: ratio 1."""
+    yd = y.to(tl.float64)
+    xd = x.to(tl.float64)
+    ay = tl.abs(yd)
+    ax = tl.abs(xd)
+    steep = ay > ax
+    num = tl.where(steep, ax, ay)
+    den = tl.where(steep, ay, ax)
+    q = num / tl.where(den == 0, den + 1.0, den)
+    q = tl.where((ax == float("inf")) & (ay == float("inf")), tl.zeros_like(q) + 1.0, q)
+    r = _atan_pos64(q)
+    r = tl.where(steep, 1.5707963267948966 - r, r)
+    r = tl.where(signbit(xd), 3.141592653589793 - r, r)
+    r = copysign(r, yd)
+    return tl.where((xd != xd) | (yd != yd), xd + yd, r).to(y.dtype)
+
+
+@triton.jit
+def asin_generic(x):
+    a = tl.abs(x.to(tl.float64))
+    return _sign_of(_atan_pos64(a / tl.sqrt((1.0 - a) * (1.0 + a))), x)
+
+
+@triton.jit
+def acos_generic(x):
+    d = x.to(tl.float64)
+    return (2.0 * _atan_pos64(tl.sqrt((1.0 - d) / (1.0 + d)))).to(x.dtype)
+
+
+@triton.jit
+def _sinh_cosh64(a, SINH: tl.constexpr):
+    """sinh/cosh of a = |x| >= 0 in float64: from expm1 (sinh) or exp below 20,
+    (e^(a/2) / 2) e^(a/2) above, which reaches float64's range without overflow."""
+    h = tl.exp(a * 0.5)
+    if SINH:
+        e = expm1_generic(tl.where(a > 20.0, tl.zeros_like(a), a))
+        small = 0.5 * (e + e / (e + 1.0))
+    else:
+        e = tl.exp(tl.where(a > 20.0, tl.zeros_like(a), a))
+        small = 0.5 * (e + 1.0 / e)
+    return tl.where(a > 20.0, (0.5 * h) * h, small)
+
+
+@triton.jit
+def sinh_generic(x):
+    return _sign_of(_sinh_cosh64(tl.abs(x.to(tl.float64)), True), x)
+
+
+@triton.jit
+def cosh_generic(x):
+    return _sinh_cosh64(tl.abs(x.to(tl.float64)), False).to(x.dtype)
+
+
+@triton.jit
+def tan_generic(x):
+    d = x.to(tl.float64)
+    return (tl.sin(d) / tl.cos(d)).to(x.dtype)
+
+
+@triton.jit
+def asinh_generic(x):
+    """log1p(a + a^2 / (1 + sqrt(1 + a^2))); log(a) + ln 2 past 1e8 (no overflow)."""
+    a = tl.abs(x.to(tl.float64))
+    s = tl.where(a > 1e8, tl.zeros_like(a), a)
+    r = log1p_generic(s + s * s / (1.0 + tl.sqrt(1.0 + s * s)))
+    r = tl.where(a > 1e8, tl.log(a) + 0.6931471805599453, r)
+    return _sign_of(r, x)
+
+
+@triton.jit
+def acosh_generic(x):
+    d = x.to(tl.float64)
+    t = tl.where(d > 1e8, tl.zeros_like(d), d - 1.0)
+    r = log1p_generic(t + tl.sqrt(t * (t + 2.0)))
+    return tl.where(d > 1e8, tl.log(d) + 0.6931471805599453, r).to(x.dtype)
+
+
+@triton.jit
+def atanh_generic(x):
+    a = tl.abs(x.to(tl.float64))
+    return _sign_of(0.5 * log1p_generic(2.0 * a / (1.0 - a)), x)
+
+
+@triton.jit
+def log10_generic(x):
+    return (tl.log(x.to(tl.float64)) * 0.4342944819032518).to(x.dtype)
+
+
+@triton.jit
+def log2_generic(x):
+    return tl.log2(x.to(tl.float64)).to(x.dtype)
+
+
 if INTERPRETED:
     @triton.jit
     def hypot(a, b):
@@ -244,6 +428,15 @@ if INTERPRETED:
     @triton.jit
     def sqrt(x):
         return tl.sqrt(x)
+    @triton.jit
+    def exp64(x):
+        return tl.exp(x)
+
+    asin, acos, atan, atan2, tan = asin_generic, acos_generic, atan_generic, atan2_generic, \
+        tan_generic
+    sinh, cosh, asinh, acosh, atanh = sinh_generic, cosh_generic, asinh_generic, \
+        acosh_generic, atanh_generic
+    log2, log10 = log2_generic, log10_generic
 else:  # pragma: no cover - needs a GPU
     from triton.language.extra import libdevice
 
@@ -287,6 +480,58 @@ else:  # pragma: no cover - needs a GPU
     def sqrt(x):
         # tl.sqrt is the approximate instruction on NVIDIA; this one is IEEE
         return libdevice.sqrt_rn(x)
+
+    @triton.jit
+    def exp64(x):
+        return libdevice.exp(x)
+
+    @triton.jit
+    def asin(x):
+        return libdevice.asin(x)
+
+    @triton.jit
+    def acos(x):
+        return libdevice.acos(x)
+
+    @triton.jit
+    def atan(x):
+        return libdevice.atan(x)
+
+    @triton.jit
+    def atan2(y, x):
+        return libdevice.atan2(y, x)
+
+    @triton.jit
+    def sinh(x):
+        return libdevice.sinh(x)
+
+    @triton.jit
+    def cosh(x):
+        return libdevice.cosh(x)
+
+    @triton.jit
+    def tan(x):
+        return libdevice.tan(x)
+
+    @triton.jit
+    def asinh(x):
+        return libdevice.asinh(x)
+
+    @triton.jit
+    def acosh(x):
+        return libdevice.acosh(x)
+
+    @triton.jit
+    def atanh(x):
+        return libdevice.atanh(x)
+
+    @triton.jit
+    def log2(x):
+        return libdevice.log2(x)
+
+    @triton.jit
+    def log10(x):
+        return libdevice.log10(x)
 
 
 # --- autotuning: small config lists per kernel kind (one under the interpreter,

@@ -22,6 +22,10 @@ from .api.pointwise import (abs, add, astype, bitwise_and, bitwise_not, bitwise_
                         less_equal, log, log1p, logical_and, logical_not, logical_or, maximum,
                         minimum, multiply, negative, not_equal, power, reciprocal, remainder,
                         round, rsqrt, sigmoid, sign, sin, sqrt, square, subtract, tanh, where)
+from .api.pointwise import (acos, acosh, asin, asinh, atan, atan2, atanh, bitwise_invert,
+                            bitwise_left_shift, bitwise_right_shift, conj, copysign, cosh, imag,
+                            log2, log10, logaddexp, logical_xor, positive, pow, real, signbit,
+                            sinh, tan, trunc)
 from .api.reductions import (all, any, argmax, argmin, logsumexp, max, mean, min, prod, std,
                          sum, var)
 from .api.views import (broadcast_to, concat, concatenate, expand, expand_dims, flatten, permute,

@@ -198,6 +198,7 @@ cdef int EQ = _ops.EQ.id, NE = _ops.NE.id, LT = _ops.LT.id, LE = _ops.LE.id
 cdef int GT = _ops.GT.id, GE = _ops.GE.id
 cdef int BITAND = _ops.BITAND.id, BITOR = _ops.BITOR.id, BITXOR = _ops.BITXOR.id
 cdef int NEG = _ops.NEG.id, ABS = _ops.ABS.id, INVERT = _ops.INVERT.id
+cdef int LSHIFT = _ops.LSHIFT.id, RSHIFT = _ops.RSHIFT.id
 
 
 cdef class PointwiseTensor(TensorBase):
@@ -225,6 +226,11 @@ cdef class PointwiseTensor(TensorBase):
     def __ror__(self, o): return _binop(BITOR, o, self)
     def __xor__(self, o): return _binop(BITXOR, self, o)
     def __rxor__(self, o): return _binop(BITXOR, o, self)
+    # shifts: NumPy's results for any amount (see ops.LSHIFT, ops.RSHIFT)
+    def __lshift__(self, o): return _binop(LSHIFT, self, o)
+    def __rlshift__(self, o): return _binop(LSHIFT, o, self)
+    def __rshift__(self, o): return _binop(RSHIFT, self, o)
+    def __rrshift__(self, o): return _binop(RSHIFT, o, self)
     def __eq__(self, o): return _binop(EQ, self, o)
     def __ne__(self, o): return _binop(NE, self, o)
     def __lt__(self, o): return _binop(LT, self, o)
@@ -242,6 +248,8 @@ cdef class PointwiseTensor(TensorBase):
     def __iand__(self, o): return _inplace(BITAND, self, o)
     def __ior__(self, o): return _inplace(BITOR, self, o)
     def __ixor__(self, o): return _inplace(BITXOR, self, o)
+    def __ilshift__(self, o): return _inplace(LSHIFT, self, o)
+    def __irshift__(self, o): return _inplace(RSHIFT, self, o)
 
     def __neg__(self): return unary(NEG, self)
     def __pos__(self): return _wrap(self._node)  # a new tensor, as +ndarray is a copy

@@ -148,6 +148,28 @@ HYPOT = _b("hypot", np.hypot, C.float_only("hypotf", "hypot"), T.float_only("lzm
            J.float_only("lzj.hypot"),
            "sqrt(a*a + b*b) without overflow; inf if either is inf, even beside NaN",
            cost=COSTLY)
+# the array API's (2023.12) remaining binary functions
+ATAN2 = _b("atan2", np.arctan2, C.float_only("lz_atan2f", "lz_atan2"), T.float_only("lzm.atan2"),
+           J.float_only("jnp.arctan2"),
+           "atan2(y, x), the angle of the point (x, y); signed zeros and infinities pick the "
+           "quadrant (C99 Annex F, as the standard and NumPy)", cost=COSTLY)
+LOGADDEXP = _b("logaddexp", np.logaddexp, C.float_only("lz_logaddexpf", "lz_logaddexp"),
+               T.float_only("lzm.logaddexp"), J.float_only("jnp.logaddexp"),
+               "log(exp(a) + exp(b)) without overflow, max + log1p(exp(-|a - b|)); equal "
+               "infinities give that infinity", cost=COSTLY)
+COPYSIGN = _b("copysign", np.copysign, C.float_only("lz_copysignf", "lz_copysign"),
+              T.float_only("lzm.copysign"), J.float_only("jnp.copysign"),
+              "|a| with the sign bit of b (of -0.0 and NaN too)")
+LOGICAL_XOR = _b("logical_xor", np.logical_xor, C.logical("^"), T.logical("^"),
+                 J.logical("jnp.logical_xor"))
+LSHIFT = _b("bitwise_left_shift", np.left_shift, C.shift("shl"), T.shift("shl"),
+            J.exact("lzj.left_shift"),
+            "an amount outside [0, bits) gives 0, as NumPy (which reads a negative amount as "
+            "a huge unsigned one; the standard leaves both undefined)")
+RSHIFT = _b("bitwise_right_shift", np.right_shift, C.shift("shr"), T.shift("shr"),
+            J.exact("lzj.right_shift"),
+            "arithmetic for signed ints; an amount outside [0, bits) gives 0, or -1 for a "
+            "negative value, as NumPy")
 
 # --- pointwise: unary -----------------------------------------------------
 def _u(name, ufunc, c, triton, jax, like=None, doc="", cost=CHEAP):
@@ -220,6 +242,32 @@ ISFINITE = _u("isfinite", np.isfinite, C.isfinite, T.isfinite, J.exact("jnp.isfi
 LOGICAL_NOT = _u("logical_not", np.logical_not, C.logical_not, T.logical_not,
                  J.exact("jnp.logical_not"))
 INVERT = _u("invert", np.invert, C.invert, T.invert, J.exact("jnp.invert"))
+
+
+# the array API's (2023.12) remaining unary functions: float functions (ints
+# computed in the float dtype NumPy picks, as exp), special cases C99's
+def _float_fn(name, ufunc, c_name, doc=""):
+    return _u(name, ufunc, C.float_only(f"lz_{c_name}f", f"lz_{c_name}"),
+              T.float_only(f"lzm.{c_name}"), J.float_only(f"jnp.{ufunc.__name__}"), doc=doc,
+              cost=COSTLY)
+
+
+ASIN = _float_fn("asin", np.arcsin, "asin")
+ACOS = _float_fn("acos", np.arccos, "acos")
+ATAN = _float_fn("atan", np.arctan, "atan")
+TAN = _float_fn("tan", np.tan, "tan")
+SINH = _float_fn("sinh", np.sinh, "sinh")
+COSH = _float_fn("cosh", np.cosh, "cosh")
+ASINH = _float_fn("asinh", np.arcsinh, "asinh")
+ACOSH = _float_fn("acosh", np.arccosh, "acosh", "acosh(1) = +0; NaN below 1")
+ATANH = _float_fn("atanh", np.arctanh, "atanh", "atanh(±1) = ±inf; NaN past 1")
+LOG2 = _float_fn("log2", np.log2, "log2", "log2(±0) = -inf; powers of two exact")
+LOG10 = _float_fn("log10", np.log10, "log10", "log10(±0) = -inf")
+SIGNBIT = _u("signbit", np.signbit, C.float_only("lz_signbitf", "lz_signbit"),
+             T.float_only("lzm.signbit"), J.exact("jnp.signbit"),
+             doc="the sign bit: True for -0.0 and a negative NaN")
+TRUNC = _u("trunc", np.trunc, C.int_identity("truncf", "trunc"), T.int_identity("lzm.trunc"),
+           J.int_identity("jnp.trunc"), doc="toward zero, -0.0 kept; ints and bool unchanged")
 CAST = _def("cast", POINTWISE, 1,
             lambda a, attrs: a.astype(D.DTYPES[attrs[0]]) if a.dtype != D.DTYPES[attrs[0]]
             else a,

@@ -27,17 +27,24 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 MAX_ULP_F32 = 1.0
 MAX_ULP = {"exp": 1.5, "sigmoid": 3.0, "tanh": 1.5}
 
+#: the array API's functions (kernels/lazyrt_math_array_api.h), float32 through double
+ARRAY_API_F32 = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
+                 "log10"]
 F32_UNARY = ["expf", "logf", "log1pf", "expm1f", "tanhf", "sigmoidf", "erff", "sinf", "cosf",
-             "signf", "roundf"]
+             "signf", "roundf", "tanf"] + [f + "f" for f in ARRAY_API_F32]
 F64_UNARY = ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf", "sin", "cos", "sign",
-             "round"]
+             "round", "tan"] + ARRAY_API_F32
 BINARY = [("maxf", "float"), ("minf", "float"), ("max", "double"), ("min", "double"),
           ("floordiv_f32", "float"), ("mod_f32", "float"),
           ("floordiv_f64", "double"), ("mod_f64", "double"),
           ("floordiv_i64", "int64_t"), ("mod_i64", "int64_t"),
           ("floordiv_i32", "int32_t"), ("mod_i32", "int32_t"),
           ("floordiv_i8", "int8_t"), ("mod_i8", "int8_t"),
-          ("floordiv_u8", "uint8_t"), ("mod_u8", "uint8_t")]
+          ("floordiv_u8", "uint8_t"), ("mod_u8", "uint8_t"),
+          ("atan2f", "float"), ("logaddexpf", "float"), ("copysignf", "float"),
+          ("atan2", "double"), ("logaddexp", "double"), ("copysign", "double")] + [
+          (f"{k}_{s}", t) for k in ("shl", "shr") for s, t in
+          (("i8", "int8_t"), ("u8", "uint8_t"), ("i32", "int32_t"), ("i64", "int64_t"))]
 
 
 def _wrappers() -> str:
@@ -54,6 +61,10 @@ def _wrappers() -> str:
         lines.append(f"void w_{f}(long n, const {t} *a, const {t} *b, {t} *y) {{\n"
                      f"#pragma omp parallel for simd\n"
                      f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(a[i], b[i]); }}")
+    for f, t in (("signbitf", "float"), ("signbit", "double")):
+        lines.append(f"void w_{f}(long n, const {t} *x, uint8_t *y) {{\n"
+                     f"#pragma omp parallel for simd\n"
+                     f"  for (long i = 0; i < n; i++) y[i] = (uint8_t)lz_{f}(x[i]); }}")
     lines.append("void w_f16_to_f32(long n, const uint16_t *x, float *y) {\n"
                  "#pragma omp parallel for simd\n"
                  "  for (long i = 0; i < n; i++) y[i] = lz_f16bits_to_f32(x[i]); }")
@@ -93,6 +104,9 @@ static double ulp_err(float y, double ref)
     }
 SWEEP(exp, exp) SWEEP(log, log) SWEEP(log1p, log1p) SWEEP(expm1, expm1)
 SWEEP(tanh, tanh) SWEEP(sigmoid, ref_sigmoid) SWEEP(erf, erf)
+SWEEP(asin, asin) SWEEP(acos, acos) SWEEP(atan, atan) SWEEP(sinh, sinh) SWEEP(cosh, cosh)
+SWEEP(asinh, asinh) SWEEP(acosh, acosh) SWEEP(atanh, atanh) SWEEP(log2, log2)
+SWEEP(log10, log10)
 """
 
 
@@ -123,7 +137,10 @@ def _erf(x):
 
 
 REFERENCE = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
-             "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sin": np.sin, "cos": np.cos}
+             "tanh": np.tanh, "sigmoid": _sigmoid, "erf": _erf, "sin": np.sin, "cos": np.cos,
+             "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+             "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+             "atanh": np.arctanh, "log2": np.log2, "log10": np.log10}
 
 
 def ulp_error(y, ref, dtype=np.float32):
@@ -173,7 +190,8 @@ def f32_max_ulp(lib, name, x):
 
 # ---- float32 transcendental functions ----------------------------------------
 
-@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf"])
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf",
+                                  *ARRAY_API_F32])
 def test_float32_function_is_within_documented_ulp_everywhere(lib, name, tmp_path):
     if os.environ.get("LAZYRT_EXHAUSTIVE_MATH"):
         sweep = getattr(CCompiler(cache_dir=str(tmp_path)).load("sweep_lazyrt_math", SWEEP),
@@ -186,7 +204,7 @@ def test_float32_function_is_within_documented_ulp_everywhere(lib, name, tmp_pat
     assert worst <= MAX_ULP.get(name, MAX_ULP_F32)
 
 
-@pytest.mark.parametrize("name", ["sin", "cos"])
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
 def test_float32_sin_cos_via_libm_are_accurate(lib, name):
     worst, _ = f32_max_ulp(lib, name, float32_sample(stride=4096))
     assert worst <= MAX_ULP_F32
@@ -216,10 +234,111 @@ def test_float32_special_values_follow_libm(lib, name, x, expected):
     assert (np.signbit(y) == np.signbit(exp))[~np.isnan(exp)].all(), (y, exp)
 
 
+INF, NAN = np.inf, np.nan
+PI, PI_2, PI_4 = np.pi, np.pi / 2, np.pi / 4
+
+
+@pytest.mark.parametrize("name, x, expected", [
+    ("asin", [NAN, 2.0, -1.5, INF, 0.0, -0.0, 1.0, -1.0, 1e-45],
+     [NAN, NAN, NAN, NAN, 0.0, -0.0, PI_2, -PI_2, 1e-45]),
+    ("acos", [NAN, 1.5, -INF, 1.0, -1.0, 0.0, -0.0],
+     [NAN, NAN, NAN, 0.0, PI, PI_2, PI_2]),
+    ("atan", [NAN, INF, -INF, 0.0, -0.0, 1e-45, 3e38], [NAN, PI_2, -PI_2, 0.0, -0.0, 1e-45, PI_2]),
+    ("sinh", [NAN, INF, -INF, 0.0, -0.0, 1e-45, 90.0, -90.0],
+     [NAN, INF, -INF, 0.0, -0.0, 1e-45, INF, -INF]),
+    ("cosh", [NAN, INF, -INF, 0.0, -0.0, 90.0], [NAN, INF, INF, 1.0, 1.0, INF]),
+    ("asinh", [NAN, INF, -INF, 0.0, -0.0, 1e-45, -1e-45],
+     [NAN, INF, -INF, 0.0, -0.0, 1e-45, -1e-45]),
+    ("acosh", [NAN, 0.5, -INF, 1.0, INF, 0.0], [NAN, NAN, NAN, 0.0, INF, NAN]),
+    ("atanh", [NAN, 1.0, -1.0, 1.5, -INF, 0.0, -0.0, 1e-45],
+     [NAN, INF, -INF, NAN, NAN, 0.0, -0.0, 1e-45]),
+    ("log2", [NAN, -1.0, 0.0, -0.0, INF, 1.0, 8.0, 2.0**-149, 2.0**127],
+     [NAN, NAN, -INF, -INF, INF, 0.0, 3.0, -149.0, 127.0]),
+    ("log10", [NAN, -1.0, 0.0, -0.0, INF, 1.0, 10.0, 1000.0, 1e-30],
+     [NAN, NAN, -INF, -INF, INF, 0.0, 1.0, 3.0, -30.0]),
+])
+def test_array_api_float32_special_values_follow_the_standard(lib, name, x, expected):
+    y = call(lib, name + "f", np.array(x, dtype=np.float32))
+    exp = np.array(expected, dtype=np.float32)
+    assert_same_bits(y, exp)
+
+
+def _f32_pairs(seed):
+    """All pairs of special values, then random pairs of every magnitude and sign."""
+    special = np.array([0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 1e-45, -1e-45, 3e38, -3e38, 2.5],
+                       np.float32)
+    a, b = (m.ravel() for m in np.meshgrid(special, special))
+    bits = np.random.default_rng(seed).integers(0, 2**32, (2, 1 << 20), dtype=np.uint64)
+    r = bits.astype(np.uint32).view(np.float32)
+    return np.concatenate([a, r[0]]), np.concatenate([b, r[1]])
+
+
+@pytest.mark.parametrize("name, ref", [("atan2", np.arctan2), ("logaddexp", np.logaddexp)])
+def test_float32_binary_functions_are_within_1_ulp_with_numpys_special_cases(lib, name, ref):
+    a, b = _f32_pairs(4)
+    y = call(lib, name + "f", a, b)
+    with np.errstate(all="ignore"):
+        exact = ref(a.astype(np.float64), b.astype(np.float64))
+        special = ref(a, b)  # NumPy's float32 loop: its special cases, bit for bit
+    assert ulp_error(y, exact).max() <= MAX_ULP_F32
+    edge = ~np.isfinite(special) | (special == 0) | ~np.isfinite(a) | ~np.isfinite(b)
+    assert_same_bits(y[edge], special[edge])
+
+
+@pytest.mark.parametrize("dtype, s", [(np.float32, "f"), (np.float64, "")])
+def test_copysign_and_signbit_read_the_sign_bit_of_zeros_and_nans(lib, dtype, s):
+    a, b = _f32_pairs(5)
+    with np.errstate(invalid="ignore"):  # NaN payloads widen with a warning
+        a, b = a.astype(dtype), np.concatenate([b, -b]).astype(dtype)[:a.size]
+    a = np.concatenate([a, np.array([np.nan, -np.nan, 1.0], dtype)])
+    b = np.concatenate([b, np.array([-1.0, 1.0, -np.nan], dtype)])
+    y = call(lib, "copysign" + s, a, b)
+    ref = np.copysign(a, b)
+    assert_same_bits(y, ref)
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(ref))  # NaN signs too
+    sb = call(lib, "signbit" + s, a, out_dtype=np.uint8).astype(bool)
+    np.testing.assert_array_equal(sb, np.signbit(a))
+
+
+@pytest.mark.parametrize("name, ref", [("atan2", np.arctan2), ("logaddexp", np.logaddexp)])
+def test_float64_binary_functions_match_numpy(lib, name, ref):
+    a, b = _f32_pairs(6)
+    rng = np.random.default_rng(7)
+    with np.errstate(all="ignore"):
+        a = np.concatenate([a.astype(np.float64), rng.standard_normal(100_000) * 50])
+        b = np.concatenate([b.astype(np.float64), rng.standard_normal(100_000) * 50])
+        assert ulp_error(call(lib, name, a, b), ref(a, b), np.float64).max() <= 2.0
+
+
+# ---- shifts: NumPy's results, without C's undefined behaviour -----------------------
+
+@pytest.mark.parametrize("dtype, s", [(np.int8, "i8"), (np.uint8, "u8")])
+def test_small_int_shifts_match_numpy_on_all_pairs(lib, dtype, s):
+    """Every pair: shift amounts >= the width and negative ones included."""
+    v = np.arange(256).astype(np.uint8).view(dtype)
+    a, b = (m.ravel() for m in np.meshgrid(v, v))
+    np.testing.assert_array_equal(call(lib, "shl_" + s, a, b), np.left_shift(a, b))
+    np.testing.assert_array_equal(call(lib, "shr_" + s, a, b), np.right_shift(a, b))
+
+
+@pytest.mark.parametrize("dtype, s", [(np.int32, "i32"), (np.int64, "i64")])
+def test_int_shifts_match_numpy_past_the_width_and_for_negative_amounts(lib, dtype, s):
+    info, bits = np.iinfo(dtype), np.dtype(dtype).itemsize * 8
+    edges = np.array([0, 1, -1, 5, -5, info.min, info.max, info.min + 1], dtype=dtype)
+    amounts = np.array([0, 1, 2, bits - 1, bits, bits + 1, 2 * bits, -1, -bits, info.min,
+                        info.max], dtype=dtype)
+    a, b = (m.ravel() for m in np.meshgrid(edges, amounts))
+    rng = np.random.default_rng(8)
+    a = np.concatenate([a, rng.integers(info.min, info.max, 20_000, dtype=dtype)])
+    b = np.concatenate([b, rng.integers(-2, bits + 2, 20_000, dtype=dtype)])
+    np.testing.assert_array_equal(call(lib, "shl_" + s, a, b), np.left_shift(a, b))
+    np.testing.assert_array_equal(call(lib, "shr_" + s, a, b), np.right_shift(a, b))
+
+
 # ---- float64 versions (libm) ----------------------------------------------------
 
 @pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf",
-                                  "sin", "cos"])
+                                  "sin", "cos", "tan", *ARRAY_API_F32])
 def test_float64_function_matches_numpy(lib, name):
     rng = np.random.default_rng(1)
     x = np.concatenate([rng.uniform(-30, 30, 200_000), rng.standard_normal(100_000) * 1e-5,
@@ -339,7 +458,9 @@ def test_float16_load_store_helpers_compute_in_float32(lib):
 # ---- vectorization --------------------------------------------------------------
 
 VECTORIZABLE = ["lz_expf", "lz_logf", "lz_log1pf", "lz_expm1f", "lz_tanhf", "lz_sigmoidf",
-                "lz_erff", "lz_roundf", "lz_signf", "lz_f16bits_to_f32", "lz_f32_to_f16bits"]
+                "lz_erff", "lz_roundf", "lz_signf", "lz_f16bits_to_f32", "lz_f32_to_f16bits",
+                *(f"lz_{f}f" for f in ARRAY_API_F32)]
+VECTORIZABLE_BINARY = ["lz_atan2f", "lz_logaddexpf", "lz_copysignf"]
 
 
 def _is_gcc():
@@ -361,6 +482,17 @@ def test_header_functions_vectorize_without_fast_math(tmp_path):
         lines.append("#pragma omp simd")
         lines.append(f"  for (long i = 0; i < n; i++) y[i] = {f}(x[i]); }}")
         where[len(lines)] = f
+    for f in VECTORIZABLE_BINARY:
+        lines.append(f"void v_{f}(long n, const float *a, const float *b, float *y) {{")
+        lines.append("#pragma omp simd")
+        lines.append(f"  for (long i = 0; i < n; i++) y[i] = {f}(a[i], b[i]); }}")
+        where[len(lines)] = f
+    for s, t in (("i8", "int8_t"), ("u8", "uint8_t"), ("i32", "int32_t"), ("i64", "int64_t")):
+        f = f"lz_shl_{s}"
+        lines.append(f"void v_shifts_{s}(long n, const {t} *a, const {t} *b, {t} *y) {{")
+        lines.append("#pragma omp simd")
+        lines.append(f"  for (long i = 0; i < n; i++) y[i] = {f}(a[i], b[i]) ^ lz_shr_{s}(a[i], b[i]); }}")
+        where[len(lines)] = f
     src = tmp_path / "vec.c"
     src.write_text("\n".join(lines) + "\n")
     cc = CCompiler(cache_dir=str(tmp_path))
@@ -369,7 +501,7 @@ def test_header_functions_vectorize_without_fast_math(tmp_path):
                          capture_output=True, text=True, check=True).stderr
     vectorized = {where[int(m)] for m in re.findall(r"vec\.c:(\d+):\d+: optimized: loop vectorized", out)
                   if int(m) in where}
-    assert sorted(set(VECTORIZABLE) - vectorized) == []
+    assert sorted(set(where.values()) - vectorized) == []
 
 
 # ---- streamed (non-temporal) stores ------------------------------------------

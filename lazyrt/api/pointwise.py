@@ -57,6 +57,46 @@ isnan, isinf, isfinite, logical_not, invert = (
     _unary(o) for o in (ops.ISNAN, ops.ISINF, ops.ISFINITE, ops.LOGICAL_NOT, ops.INVERT))
 bitwise_not = invert
 
+# the array API's (2023.12) remaining elementwise functions
+atan2, logaddexp, copysign, logical_xor = (
+    _binary(o) for o in (ops.ATAN2, ops.LOGADDEXP, ops.COPYSIGN, ops.LOGICAL_XOR))
+bitwise_left_shift, bitwise_right_shift = _binary(ops.LSHIFT), _binary(ops.RSHIFT)
+acos, acosh, asin, asinh, atan, atanh = (
+    _unary(o) for o in (ops.ACOS, ops.ACOSH, ops.ASIN, ops.ASINH, ops.ATAN, ops.ATANH))
+cosh, sinh, tan, log2, log10, signbit, trunc = (
+    _unary(o) for o in (ops.COSH, ops.SINH, ops.TAN, ops.LOG2, ops.LOG10, ops.SIGNBIT,
+                        ops.TRUNC))
+pow = power
+bitwise_invert = invert
+
+
+def positive(x):
+    """``+x``: a new tensor with the same value (no data moves). Not for bool,
+    as ``np.positive`` and the standard (numeric dtypes)."""
+    x = _tensor(x)
+    if x._node.dtype == D.BOOL:
+        raise DTypeError(f"lazyrt.positive: not defined for bool (shape {x.shape}), as "
+                         f"np.positive; use the tensor itself")
+    return R.wrap(x._node)
+
+
+def real(x):
+    """The real part: lazyrt has no complex dtypes, so a new tensor with the value of ``x``."""
+    return R.wrap(_tensor(x)._node)
+
+
+def conj(x):
+    """The complex conjugate: for lazyrt's real dtypes, a new tensor with the value of ``x``."""
+    return R.wrap(_tensor(x)._node)
+
+
+def imag(x):
+    """The imaginary part: zeros of ``x``'s dtype and shape for lazyrt's real dtypes,
+    as ``np.imag`` (the standard defines ``imag`` for complex inputs only)."""
+    from .creation import zeros_like
+    return zeros_like(_tensor(x))
+
+
 
 def astype(x, dtype):
     """``x`` converted to ``dtype`` with C casting rules, like ``ndarray.astype``.
