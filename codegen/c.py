@@ -17,17 +17,19 @@ kernel's reduce axes run inside, once per *pass*: a reduction whose argument
 needs another reduction's result runs in a later pass over the row (softmax:
 max, then sum of exp, then the normalized store); those passes are emitted
 by :mod:`codegen.c_reduce`, from the layout both emitters read
-(:mod:`codegen.layout`).
+(:mod:`codegen.layout`). A scan kernel (cumsum) is laid out by
+:mod:`codegen.c_scan`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import KernelSpec, statements_needed
+from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
 
 from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const
 from .c_reduce import ReductionEmitter, is_costly
+from .c_scan import ScanEmitter
 from .layout import kernel_layout
 from .lowering import ComputeType, lower_statement
 
@@ -81,7 +83,7 @@ def emit_c(spec: KernelSpec) -> CKernel:
     return _Emitter(spec).run()
 
 
-class _Emitter(ReductionEmitter):
+class _Emitter(ReductionEmitter, ScanEmitter):
     def __init__(self, spec: KernelSpec):
         self.s = spec
         self.iargs: list[int] = []
@@ -192,7 +194,9 @@ class _Emitter(ReductionEmitter):
             t = _COMPUTE_T[r.dtype]
             value = f"({word} != 0)" if r.dtype == D.BOOL else f"({t}){word}"
             self.line(1, f"const {t} s{r.k} = {value};")
-        if not self.red:
+        if is_scan(s):
+            self.scan_body()
+        elif not self.red:
             self.pointwise_body(nd)
         else:
             self.reduction_body()

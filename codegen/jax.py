@@ -72,7 +72,7 @@ def emit_graph(graph, name: str) -> tuple[str, str]:
                             f"(node %{i}{note.replace('  #', ',')})")
         in_dtype = nodes[n.inputs[0]].dtype if n.inputs else n.dtype
         attrs = n.attrs
-        if n.op.kind == ops.REDUCTION and n.op.accumulator is not None:
+        if n.op.kind in (ops.REDUCTION, ops.SCAN) and n.op.accumulator is not None:
             attrs = (*attrs, n.op.accumulator(in_dtype))
         operands = [f"v{j}" for j in n.inputs]
         arith = getattr(lower, "arithmetic", False)

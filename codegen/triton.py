@@ -33,6 +33,8 @@ Kernel kinds:
 * ``looped`` reduction (rows longer than ``persistent_max``): the same
   passes, each a loop over ``BLOCK`` chunks of the row with per-lane running
   accumulators, combined after the loop. Autotuned on ``row``.
+* ``scan`` (cumsum, cumprod): one program per row, a loop over ``BLOCK``
+  chunks carrying the running total (:mod:`codegen.triton_scan`).
 
 Pass structure as in :mod:`codegen.c`, from the layout both emitters read
 (:mod:`codegen.layout`): a reduction whose argument uses another
@@ -49,9 +51,10 @@ import math
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import KernelSpec, statements_needed
+from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
 
 from .layout import kernel_layout
+from .triton_scan import ScanEmitter
 from .triton_lower import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
                            load_expr, store_value)
 
@@ -69,7 +72,7 @@ from lazyrt.kernels import triton_math as lzm
 class TritonKernel:
     name: str
     source: str               # a module: imports, then the jitted function
-    kind: str                 # "pointwise" | "tiled" | "persistent" | "looped" | "matmul"
+    kind: str                 # "pointwise" | "tiled" | "persistent" | "looped" | "scan" | "matmul"
     buffers: tuple            # program buffer per pointer argument (inputs, then outputs)
     iargs: tuple              # int arguments after ``fa``, in order (numel and row last)
     scalar_params: tuple      # program scalar slot per ``fa`` entry
@@ -149,7 +152,7 @@ def emit_triton(spec: KernelSpec, persistent_max: int = PERSISTENT_MAX) -> Trito
     return _Emitter(spec, persistent_max).run()
 
 
-class _Emitter:
+class _Emitter(ScanEmitter):
     def __init__(self, spec: KernelSpec, persistent_max: int):
         self.s = spec
         self.red = tuple(spec.reduce_axes)
@@ -339,7 +342,7 @@ class _Emitter:
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io)
         kind = ("tiled" if self.tile else "pointwise") if not self.red else \
-            ("looped" if self.looped else "persistent")
+            "scan" if is_scan(s) else ("looped" if self.looped else "persistent")
         numel = math.prod(s.domain) if not self.red else self.n_rows
         self.arg("numel", numel)
         self.arg("row", self.row_len)
@@ -347,7 +350,9 @@ class _Emitter:
         self.out = body
         for text in scalar_loads(self.layout.scalars):
             self.line(1, text)
-        if self.tile:
+        if kind == "scan":
+            self.scan_body()
+        elif self.tile:
             self.tiled_body(nd)
         elif not self.red:
             self.pointwise_body(nd)

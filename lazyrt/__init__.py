@@ -26,8 +26,8 @@ from .api.pointwise import (acos, acosh, asin, asinh, atan, atan2, atanh, bitwis
                             bitwise_left_shift, bitwise_right_shift, conj, copysign, cosh, imag,
                             log2, log10, logaddexp, logical_xor, positive, pow, real, signbit,
                             sinh, tan, trunc)
-from .api.reductions import (all, any, argmax, argmin, logsumexp, max, mean, min, prod, std,
-                         sum, var)
+from .api.reductions import (all, any, argmax, argmin, cumulative_prod, cumulative_sum,
+                             logsumexp, max, mean, min, prod, std, sum, var)
 from .api.views import (broadcast_to, concat, concatenate, expand, expand_dims, flatten, permute,
                     reshape, squeeze, stack, swapaxes, transpose, unsqueeze)
 from .api.linalg import matmul

@@ -10,6 +10,7 @@ Kinds:
   LEAF       parameters and constants (data, runtime scalar, baked constant)
   POINTWISE  elementwise over broadcast inputs, already cast to one dtype
   REDUCTION  reduce ``axes`` (attrs = (axes, keepdims))
+  SCAN       running combine along one axis (attrs = (axis, include_initial))
   VIEW       reshape / permute / expand / slice: no arithmetic, only indexing
   MATMUL     ``np.matmul`` semantics
   OPAQUE     concat, setslice: movement the planner does not fuse into loops
@@ -32,8 +33,8 @@ from .codegen import c_lower as C
 from .codegen import jax_lower as J
 from .codegen import triton_lower as T
 
-LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE = (
-    "leaf", "pointwise", "reduction", "view", "matmul", "opaque")
+LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE, SCAN = (
+    "leaf", "pointwise", "reduction", "view", "matmul", "opaque", "scan")
 
 #: cost classes of pointwise ops: what a kernel's loop structure depends on
 #: (a costly op makes a kernel compute-bound: its stores are not streamed, and
@@ -340,6 +341,35 @@ ARGMAX = _r("argmax", _arg(np.argmax), _lowest, _own_dtype, J.arg("jnp.argmax"),
 ARGMIN = _r("argmin", _arg(np.argmin), _highest, _own_dtype, J.arg("jnp.argmin"))
 ANY = _r("any", np.any, lambda code: False, lambda code: D.BOOL, J.reduce("jnp.any"))
 ALL = _r("all", np.all, lambda code: True, lambda code: D.BOOL, J.reduce("jnp.all"))
+
+# --- scans: attrs = (axis, include_initial) --------------------------------
+# A running sum or product along one axis, accumulated as sum/prod are (floats
+# in float64, ints and bool in int64) and rounded to the result dtype at every
+# element; include_initial puts the identity first (the result's axis is one
+# longer). The result dtype is sum's: D.accumulator of the argument.
+def _scanned(fn, start):
+    def run(a, attrs):
+        axis, include_initial = attrs
+        code = D.CODE[a.dtype]
+        wide = D.DTYPES[_wide_accumulator(code)]
+        out = fn(a, axis=axis, dtype=wide)
+        if include_initial:
+            first = list(out.shape)
+            first[axis] = 1
+            out = np.concatenate([np.full(first, start, wide), out], axis=axis)
+        return out.astype(D.DTYPES[D.accumulator(code)], copy=False)
+    return run
+
+
+def _s(name, fn, start, combine, jax, doc=""):
+    return _def(name, SCAN, 1, _quiet(_scanned(fn, start)), doc=doc, jax=jax, combine=combine,
+                identity=lambda code: start, accumulator=_wide_accumulator)
+
+
+CUMSUM = _s("cumsum", np.cumsum, 0, "sum", J.scan("jnp.cumsum", 0),
+            "cumulative_sum: a scan kernel on every compiled backend; ints and bool in int64")
+CUMPROD = _s("cumprod", np.cumprod, 1, "prod", J.scan("jnp.cumprod", 1),
+             "cumulative_prod: as cumsum, with products")
 
 # --- views: only indexing changes -----------------------------------------
 RESHAPE = _def("reshape", VIEW, 1, lambda a, attrs: a.reshape(attrs[0]),

@@ -70,7 +70,7 @@ def test_every_op_is_one_entry_with_a_unique_name_and_position():
     assert len({op.name for op in ops.OPS}) == len(ops.OPS)
     for op in ops.OPS:
         assert op.kind in (ops.LEAF, ops.POINTWISE, ops.REDUCTION, ops.VIEW, ops.MATMUL,
-                           ops.OPAQUE), op
+                           ops.OPAQUE, ops.SCAN), op
         assert op.cost in (ops.CHEAP, ops.DIVIDES, ops.COSTLY), op
 
 

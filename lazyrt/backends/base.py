@@ -109,6 +109,8 @@ def spec_ops(spec) -> tuple:
     for st in spec.body:
         if st.op == "reduce":
             out.append(str(st.attr))
+        elif st.op == "scan":  # attr = (the op table's scan, include_initial)
+            out.append(str(st.attr[0]))
         elif not isinstance(st.op, str):
             out.append(st.op.name)
     return tuple(out)

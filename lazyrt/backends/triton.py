@@ -203,6 +203,9 @@ class _Kernel:
             block = tk.persistent_block
             self.meta.update(BLOCK=block, num_warps=4 if block <= 2048 else
                              (8 if block <= 8192 else 16))
+        elif tk.kind == "scan":
+            from ..codegen.triton_scan import scan_block
+            self.meta.update(BLOCK=scan_block(tk.row), num_warps=4)
 
     def run(self, bufs, fa):
         if self.empty:

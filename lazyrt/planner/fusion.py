@@ -11,7 +11,9 @@ Everything else is fused:
   extra outputs of the same loop (multi-output kernels);
 * a reduction fuses with its pointwise producers, and with the pointwise
   consumers that broadcast its result back over the reduced axes, so row
-  softmax, layer norm and ``x - x.mean(axis)`` are one kernel each.
+  softmax, layer norm and ``x - x.mean(axis)`` are one kernel each;
+* a scan (cumsum) fuses with its pointwise producers; its result is stored
+  and its consumers read it from memory.
 
 Legality lives in :class:`KernelBuilder` (an illegal fusion raises
 :class:`Replan` naming the node to realize and why) and in the backend's
@@ -115,6 +117,11 @@ class _Planner:
                     depth[i] = 0
         engine = capabilities.matmul_engine
         for i, n in enumerate(self.nodes):
+            if n.op.kind == ops.SCAN:
+                # a scan kernel stores its running values; what uses them is another kernel
+                self.must[i] = (LEGALITY, f"{n.op.name} is a scan: its kernel stores the "
+                                "running values and its consumers read them")
+                continue
             if n.op.kind == ops.MATMUL:
                 self.must[i] = (None, f"matmul runs in {engine}; " + (
                     "a pointwise consumer may run in its epilogue"

@@ -2,10 +2,10 @@
 
 The planner (``fusion.py``) decides which nodes a kernel computes; a
 :class:`KernelBuilder` walks them from the kernel's root, folds views into
-index maps, lays out reductions over a row domain, and writes the spec's
-SSA body, loads and stores. It is where legality lives: a fusion the
-builder cannot express raises :class:`Replan` naming the node to store and
-why, and the planner stores it and tries again.
+index maps, lays out reductions over a row domain (and a scan along its
+axis), and writes the spec's SSA body, loads and stores. It is where
+legality lives: a fusion the builder cannot express raises :class:`Replan`
+naming the node to store and why, and the planner stores it and tries again.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _user_lines(nodes, ids, shown=3) -> str:
     lines, seen = [], set()
     for i in ids:
         n = nodes[i]
-        if n.op.kind in (ops.POINTWISE, ops.REDUCTION) and n.origin not in seen:
+        if n.op.kind in (ops.POINTWISE, ops.REDUCTION, ops.SCAN) and n.origin not in seen:
             seen.add(n.origin)
             where = n.source
             if where:
@@ -53,6 +53,9 @@ class KernelBuilder:
         if rn.op.kind == ops.REDUCTION:
             self.domain = self.nodes[rn.inputs[0]].shape
             self.reduce_axes = tuple(rn.attrs[0])
+        elif rn.op.kind == ops.SCAN:  # over its input, the scan axis as the row
+            self.domain = self.nodes[rn.inputs[0]].shape
+            self.reduce_axes = (rn.attrs[0],)
         else:
             self.domain = rn.shape
             self.reduce_axes = None
@@ -98,6 +101,8 @@ class KernelBuilder:
             keep = tuple(1 if a in self.reduce_axes else d for a, d in enumerate(self.domain))
             st = S.contiguous_strides(keep)
             imap = IndexMap(0, tuple(0 if a in self.reduce_axes else s for a, s in enumerate(st)))
+        elif rn.op.kind == ops.SCAN:
+            v, imap = self.scan(self.root)
         else:
             v = self.value(self.root, self.root_chain)
             view = self.view_of(self.root, self.root_chain)
@@ -182,12 +187,32 @@ class KernelBuilder:
             self.inputs.append(KernelInput(self.buf_of[i], self.nodes[i].dtype, imap))
         return self.stmt("load", self.nodes[i].dtype, attr=self.input_slot[key])
 
+    def scan(self, i):
+        """The root scan: its argument (pointwise producers fused) accumulated
+        along the axis in the op table's accumulator, then cast to the result
+        dtype. Returns the stored value and its index map: the result's own
+        contiguous layout, one element later along the axis under
+        include_initial (the emitters store the identity at element -1)."""
+        n = self.nodes[i]
+        axis, include_initial = n.attrs
+        arg = self.value(n.inputs[0], ())
+        self.fused_ops.append(n.op.name)
+        acc = n.op.accumulator(self.body[arg].dtype)  # the op table's policy
+        v = self.stmt("scan", acc, (arg,), (n.op, bool(include_initial)), acc)
+        if n.dtype != acc:
+            v = self.stmt(ops.CAST, n.dtype, (v,), n.dtype)
+        strides = S.contiguous_strides(n.shape)
+        return v, IndexMap(strides[axis] if include_initial else 0, strides)
+
     def reduction(self, i, chain) -> int:
         """A reduction computed inside this kernel: legal when its input spans
         the domain and its result is only broadcast back over the reduced axes."""
         n = self.nodes[i]
         axes = tuple(n.attrs[0])
         src = n.inputs[0]
+        if self.nodes[self.root].op.kind == ops.SCAN:
+            raise Replan(i, "a scan kernel fuses only pointwise producers: the reduction "
+                            "it reads is stored")
         if i != self.root:
             why = self.fusable_reduction(i, chain, axes)
             if why:

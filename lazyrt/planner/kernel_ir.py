@@ -12,6 +12,14 @@ list of SSA statements:
               evaluated over the reduce axes and its result is one value per
               outer point, usable by later statements; ``acc`` is the dtype
               every backend accumulates in (the op table's policy)
+  ``scan``    a running combine along the one reduce axis (a *scan kernel*,
+              :func:`is_scan`): ``attr = (op, include_initial)``, ``op`` the
+              op table's scan (``op.combine`` is "sum" or "prod"); its value
+              at each element combines the argument up to and including that
+              element, in ``acc`` (its dtype). An
+              output that stores a scan's value (or a cast of it) under
+              include_initial also gets the identity at element -1 of the axis
+              (its index map is offset one element along it).
   anything else: ``op`` is a pointwise op's entry in the op table
               (:class:`lazyrt.ops.OpDef`, with its lowering per target;
               ``cast``'s attr is the dtype)
@@ -110,7 +118,9 @@ class KernelSpec:
         return total
 
     def describe(self) -> str:
-        lines = [f"kernel {self.name}  domain={list(self.domain)} reduce={list(self.reduce_axes)}"]
+        axes = f"scan={list(self.reduce_axes)}" if is_scan(self) else \
+            f"reduce={list(self.reduce_axes)}"
+        lines = [f"kernel {self.name}  domain={list(self.domain)} {axes}"]
         if self.comment:
             lines.append(f"  # {self.comment}")
         for k, i in enumerate(self.inputs):
@@ -121,6 +131,12 @@ class KernelSpec:
             lines.append(f"  out{k} = buf{o.buffer} {D.NAMES[o.dtype]} <- v{o.value} "
                          f"offset={o.index.offset} strides={o.index.strides}")
         return "\n".join(lines)
+
+
+def is_scan(spec: KernelSpec) -> bool:
+    """Whether ``spec`` is a scan kernel: its reduce axis is scanned (a ``scan``
+    statement), not reduced; the emitters lay it out on its own."""
+    return any(st.op == "scan" for st in spec.body)
 
 
 def coalesce(spec: KernelSpec) -> KernelSpec:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import strided as S
-from .kernel_ir import IndexMap, KernelOutput, KernelSpec, Stmt
+from .kernel_ir import IndexMap, KernelOutput, KernelSpec, Stmt, is_scan
 
 #: kinds of :class:`Refusal`
 LEGALITY = "legality"     # a kernel or a step cannot express the fusion
@@ -327,7 +327,8 @@ def _kernels_by_sibling_key(steps) -> dict:
 
 
 def _sibling_keys(spec):
-    return {(spec.domain, spec.reduce_axes, i.buffer) for i in spec.inputs}
+    # a scan and a reduction over the same axis lay out their rows differently
+    return {(spec.domain, spec.reduce_axes, is_scan(spec), i.buffer) for i in spec.inputs}
 
 
 def _first_mergeable_pair(steps, policy):
@@ -376,6 +377,8 @@ def sibling_refusals(steps, policy) -> list:
         elif first.reduce_axes != second.reduce_axes:
             why = (f"they reduce different axes {list(first.reduce_axes)} and "
                    f"{list(second.reduce_axes)}")
+        elif is_scan(first) != is_scan(second):
+            why = "one scans its axis, the other reduces it: their loops differ"
         else:
             if deps is None:
                 deps = _closures(steps)[0]
