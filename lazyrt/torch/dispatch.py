@@ -28,6 +28,7 @@ from ..api import creation as C
 from ..errors import PerformanceWarning
 from ..metrics import metrics
 from .lowerings import LOWERINGS
+from . import losses as _losses  # noqa: F401  (registers nll_loss)
 from .operands import check_devices
 from .tensor import (LazyTensor, code_of, compute, count_materialization, user_frame,
                      from_cpu, to_torch_cpu)
