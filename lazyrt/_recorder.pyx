@@ -318,6 +318,14 @@ cpdef object host_value(Node n):
     return v
 
 
+cpdef keep_device_copy(Node n, object host, object device):
+    """A device backend uploaded the data leaf ``n``'s read-only ``host`` array:
+    the leaf holds the device copy from now on, so the next graph does not
+    upload it again (a host read copies it back, once)."""
+    if n.op == OP_DATA and n.value is host:
+        n.value = device
+
+
 def data_node(value, int dtype):
     """A parameter leaf holding an ndarray of lazyrt dtype ``dtype``."""
     cdef tuple shape = value.shape

@@ -163,7 +163,7 @@ def _execute(nodes: list):
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += t2 - t1
-    _bind(be, nodes, results)
+    _bind(be, nodes, cap, program, results)
     debug.ran(program)
     if level >= 1:
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
@@ -198,7 +198,7 @@ def _execute_watched(nodes: list, watcher):
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += event.run_s
-    _bind(be, nodes, results)
+    _bind(be, nodes, cap, program, results)
     debug.ran(program)
     watcher.barrier_done(event, program)
     if level >= 1:
@@ -212,10 +212,12 @@ def _execute_watched(nodes: list, watcher):
 _device_backend = None
 
 
-def _bind(be, nodes, results):
+def _bind(be, nodes, cap, program, results):
     global _device_backend
     if getattr(be, "device_values", False):
         _device_backend = be
+        for k, device in program.uploads:  # host data the program put on its device
+            R.keep_device_copy(cap.nodes[cap.params[k]], cap.values[k], device)
         bind_results(nodes, results, True)
     else:
         bind_results(nodes, results)

@@ -52,6 +52,14 @@ def test_computed_values_stay_on_the_device_until_a_host_read():
         host = w.numpy()
     assert isinstance(host, np.ndarray) and not host.flags.writeable
     assert isinstance(w._node.value, np.ndarray)        # the copy is kept: read once
+    data = lr.tensor(np.arange(4.0))
+    shared = np.arange(4.0)
+    user = lr.asarray(shared, copy=False)               # the user's memory: read at each use
+    with lr.backend("jax"):
+        lr.sync(data * 2.0 + user)
+    assert isinstance(data._node.value, jax.Array)      # uploaded once, kept on the device
+    assert np.shares_memory(user._node.value, shared)    # not uploaded, still the user's
+    np.testing.assert_array_equal(data.numpy(), np.arange(4.0))
     with lr.backend("jax"):
         v = w * 2.0
         lr.sync(v)

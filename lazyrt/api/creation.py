@@ -34,13 +34,19 @@ def _shape_arg(shape, op="zeros") -> tuple:
     return shape
 
 
-def _leaf(array: np.ndarray):
-    """A data leaf over ``array``, which nobody may write to from now on."""
+def _leaf(array: np.ndarray, private: bool = True):
+    """A data leaf over ``array``, which nobody may write to from now on.
+
+    A ``private`` array (made for this tensor, nobody else holds it) is frozen
+    itself, so that it reads as immutable to the owner (see :func:`_frozen`); a
+    shared one gets a read-only view, and its owner may still write to it."""
     code = D.code_of(array.dtype)
     if array.dtype != D.DTYPES[code]:
         array = array.astype(D.DTYPES[code])
+        private = True
     if array.flags.writeable:
-        array = array.view()
+        if not (private and array.flags.owndata):
+            array = array.view()
         array.flags.writeable = False
     return R.wrap(R.data_node(array, code))
 
@@ -129,7 +135,7 @@ def asarray(obj, dtype=None, copy=None):
                                 "lazyrt integer dtype (int64 at most)")
         raise TypeError(f"lazyrt.asarray: cannot make a tensor from {type(obj).__name__} "
                         "(ragged or non-numeric data)")
-    return _leaf(arr)
+    return _leaf(arr, private=arr is not obj and arr.flags.owndata)
 
 
 def tensor(obj, dtype=None):

@@ -72,15 +72,26 @@ class JaxProgram:
         self.record = record
         self.kernels = 1
         self._device = device
+        #: (parameter position, device array) of the host data the last run uploaded
+        self.uploads = []
 
     def run(self, params, report=None):
         import jax
         t0 = perf_counter()
         array = jax.Array
-        # device arrays pass as they are; host data and scalars are given their dtype
-        args = [v if isinstance(v, array) else np.asarray(v, dt)
-                for v, dt in zip(params, self._dtypes)]
+        args, uploads = [], []
         with jax.enable_x64(True):
+            for k, (v, dt) in enumerate(zip(params, self._dtypes)):
+                if isinstance(v, array):
+                    args.append(v)  # already on the device
+                elif isinstance(v, np.ndarray) and _immutable(v):
+                    # lazyrt's own immutable data: uploaded once, then kept on the device
+                    v = jax.device_put(v, self._device)
+                    uploads.append((k, v))
+                    args.append(v)
+                else:  # runtime scalars; memory shared with the user (copy=False)
+                    args.append(np.asarray(v, dt))
+            self.uploads = uploads
             outs = self._run(*args)
         if report is not None:
             jax.block_until_ready(outs)  # a timed run waits for the computation
@@ -151,6 +162,20 @@ class JaxBackend:
         nbytes = sum(_nbytes(nodes[i]) for i in (*graph.params, *graph.outputs))
         return Built(executable, name, op_names, comment, source, "jax", COMPILED, nbytes,
                      lowered.as_text())
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Nobody can write ``a``'s memory: read-only down to the array that owns it
+    (a tensor over the user's memory, ``asarray(copy=False)``, is not)."""
+    while True:
+        if a.flags.writeable:
+            return False
+        base = a.base
+        if base is None:
+            return True
+        if not isinstance(base, np.ndarray):
+            return False  # a foreign buffer: assume it can change
+        a = base
 
 
 def _nbytes(node) -> int:
