@@ -203,3 +203,41 @@ def scan(name, start):
         return (f"jnp.concatenate([jnp.full({first!r}, {start}, {_jt(n.dtype)}), {out}], "
                 f"axis={axis})")
     return lower
+
+# --- opaque indexed reads, sorting and searching (attrs as in lazyrt/ops.py) ---
+
+def take(n, a, indices):
+    """Indices out of range raise at run time (``lzj.take``), as on every backend."""
+    return f"lzj.take({a}, {indices}, {n.attrs[0]})"
+
+
+def sort(n, a):
+    axis, descending = n.attrs
+    return f"jnp.sort({a}, axis={axis}, stable=True, descending={descending})"
+
+
+def argsort(n, a):
+    axis, descending = n.attrs
+    return f"jnp.argsort({a}, axis={axis}, stable=True, descending={descending})" \
+           f".astype(jnp.int64)"
+
+
+def searchsorted(n, a, v):
+    return f"jnp.searchsorted({a}, {v}, side={n.attrs[0]!r}).astype(jnp.int64)"
+
+
+# --- scans (cumsum, cumprod): attrs = (axis, include_initial, accumulator) ---
+
+def scan(name, start):
+    """``name`` (jnp.cumsum or jnp.cumprod) along one axis in the op table's
+    accumulator dtype (``n.attrs[2]``, set by the emitter), rounded to the
+    result dtype; include_initial puts ``start`` first."""
+    def lower(n, a):
+        axis, include_initial, acc = n.attrs
+        out = f"{name}({a}.astype({_jt(acc)}), axis={axis}).astype({_jt(n.dtype)})"
+        if not include_initial:
+            return out
+        first = tuple(1 if k == axis else d for k, d in enumerate(n.shape))
+        return (f"jnp.concatenate([jnp.full({first!r}, {start}, {_jt(n.dtype)}), {out}], "
+                f"axis={axis})")
+    return lower

@@ -31,6 +31,10 @@ from .api.reductions import (all, any, argmax, argmin, cumulative_prod, cumulati
 from .api.views import (broadcast_to, concat, concatenate, expand, expand_dims, flatten, permute,
                     reshape, squeeze, stack, swapaxes, transpose, unsqueeze)
 from .api.linalg import matmul
+from .api.manipulation import (broadcast_arrays, flip, matrix_transpose, meshgrid, moveaxis,
+                               permute_dims, repeat, roll, take, tensordot, tile, tril, triu,
+                               unstack, vecdot)
+from .api.sorting import argsort, searchsorted, sort
 from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
 from . import backends, metrics, runtime

@@ -13,7 +13,8 @@ Kinds:
   SCAN       running combine along one axis (attrs = (axis, include_initial))
   VIEW       reshape / permute / expand / slice: no arithmetic, only indexing
   MATMUL     ``np.matmul`` semantics
-  OPAQUE     concat, setslice: movement the planner does not fuse into loops
+  OPAQUE     concat, setslice, take, sort, argsort, searchsorted: work the planner does
+             not fuse into loops (the host runs it, lazyrt/backends/host.py)
 
 Dtype rules of pointwise ops come from the NumPy ufunc named in ``like``
 (see :mod:`lazyrt.dtypes`). ``cast_inputs`` says whether the recorder casts
@@ -409,6 +410,50 @@ def _setslice(base, value, attrs):
 SETSLICE = _def("setslice", OPAQUE, 2, _setslice,
                 doc="base with base[slices] = value; value already has the slice's shape",
                 jax=J.setslice)
+
+
+# --- opaque indexed reads, sorting and searching ------------------------------
+# Their output shapes do not depend on the data, so they stay lazy; they run
+# on the host (lazyrt/backends/host.py) from these references, on every backend.
+
+def _take(a, indices, attrs):
+    (axis,) = attrs
+    n = a.shape[axis]
+    bad = (indices < -n) | (indices >= n)
+    if bad.any():  # never read out of bounds: the standard leaves it unspecified
+        raise IndexError(f"lazyrt.take: index {indices[bad][0]} is out of range for axis "
+                         f"{axis} of size {n} (shape {a.shape}); indices must lie in "
+                         f"[-{n}, {n})")
+    return np.take(a, indices, axis=axis)
+
+
+def _sort(a, attrs, arg=False):
+    """Stable sort along ``axis``; NaN sorts as the largest value (last ascending).
+    Descending sorts the reversed array ascending, stably, and reverses back: equal
+    elements keep their original order (not simply the ascending result reversed)."""
+    axis, descending = attrs[0], attrs[1]
+    if not descending:
+        return (np.argsort if arg else np.sort)(a, axis=axis, kind="stable")
+    flipped = np.flip(a, axis)
+    if not arg:
+        return np.flip(np.sort(flipped, axis=axis, kind="stable"), axis)
+    order = np.flip(np.argsort(flipped, axis=axis, kind="stable"), axis)
+    return a.shape[axis] - 1 - order
+
+
+TAKE = _def("take", OPAQUE, 2, _take,
+            doc="x[..., indices, ...] along attrs[0]; indices 1-D int64, negative ones "
+                "count from the end; an index out of range raises IndexError",
+            jax=J.take)
+SORT = _def("sort", OPAQUE, 1, _sort,
+            doc="attrs = (axis, descending): stable; NaN last ascending, first descending",
+            jax=J.sort)
+ARGSORT = _def("argsort", OPAQUE, 1, lambda a, attrs: _sort(a, attrs, arg=True),
+               doc="attrs = (axis, descending): int64 indices of sort's order", jax=J.argsort)
+SEARCHSORTED = _def("searchsorted", OPAQUE, 2,
+                    lambda a, v, attrs: np.searchsorted(a, v, side=attrs[0]),
+                    doc="attrs = (side,): int64 insertion points of v in the sorted 1-D a",
+                    jax=J.searchsorted)
 
 #: scalar attribute of each reduction op's dtype rule: ints/bool widen to int64
 WIDENING_REDUCTIONS = frozenset({SUM.id, PROD.id})

@@ -62,6 +62,12 @@ class Tensor(PW.PointwiseTensor):
     def T(self):
         return views.transpose(self)
 
+    @property
+    def mT(self):
+        """The last two axes swapped (the array API's matrix transpose)."""
+        from .manipulation import matrix_transpose
+        return matrix_transpose(self)
+
     def __setitem__(self, index, value): views.setitem(self, index, value)
 
     def __iter__(self):

@@ -1,15 +1,18 @@
 """Opaque steps on the host: the one implementation every backend shares.
 
-A plan's :class:`~lazyrt.planner.OpaqueStep` (concat, setslice) is data
-movement the planner does not turn into a loop. Backends read what it does
-from its ``kind`` and run it here, on NumPy arrays: the C backend on its
+A plan's :class:`~lazyrt.planner.OpaqueStep` is work the planner does not turn
+into a loop: data movement (concat, setslice), indexed reads (take) and
+sorting and searching (sort, argsort, searchsorted). Backends read what it
+does from its ``kind`` and run it here, on NumPy arrays: the C backend on its
 buffers directly, the Triton backend on CPU tensors (zero copies) or after
 copying a GPU operand to the host (where it has no device path for the kind).
+Each kind runs the op table's NumPy reference, so its semantics live in one
+place (``lazyrt/ops.py``).
 
 >>> import numpy as np
 >>> from lazyrt.backends import host
 >>> host.KINDS
-('concat', 'setslice')
+('concat', 'setslice', 'take', 'sort', 'argsort', 'searchsorted')
 """
 from __future__ import annotations
 
@@ -19,10 +22,16 @@ from .. import ops
 
 CONCAT = "concat"
 SETSLICE = "setslice"
-KINDS = (CONCAT, SETSLICE)
+TAKE = "take"
+SORT = "sort"
+ARGSORT = "argsort"
+SEARCHSORTED = "searchsorted"
+KINDS = (CONCAT, SETSLICE, TAKE, SORT, ARGSORT, SEARCHSORTED)
 
 #: the op table's reference implementation per kind: the semantics live in one place
-_IMPLEMENTATION = {CONCAT: ops.CONCAT.ref, SETSLICE: ops.SETSLICE.ref}
+_IMPLEMENTATION = {CONCAT: ops.CONCAT.ref, SETSLICE: ops.SETSLICE.ref, TAKE: ops.TAKE.ref,
+                   SORT: ops.SORT.ref, ARGSORT: ops.ARGSORT.ref,
+                   SEARCHSORTED: ops.SEARCHSORTED.ref}
 
 
 def concat_axis(step) -> int:
@@ -31,7 +40,8 @@ def concat_axis(step) -> int:
 
 
 def run(step, inputs) -> np.ndarray:
-    """The step's result from its operands (NumPy arrays, in step order)."""
+    """The step's result from its operands (NumPy arrays, in step order).
+    A ``take`` with an index out of range raises IndexError, naming it."""
     try:
         implementation = _IMPLEMENTATION[step.kind]
     except KeyError:

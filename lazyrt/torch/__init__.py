@@ -15,12 +15,13 @@ This is the only module that imports ``torch``: ``import lazyrt`` stays torch-fr
 from __future__ import annotations
 
 import torch
+from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import runtime
 from . import factories as _factories
 from .tensor import DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 
-__all__ = ["lazy", "to_cpu", "eager", "mark_step", "device", "is_lazy"]
+__all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy"]
 
 _factories.install()
 
@@ -53,13 +54,27 @@ def eager(t: torch.Tensor) -> torch.Tensor:
 
 def to_cpu(obj):
     """``obj`` back on the CPU: a tensor → CPU tensor (a barrier); a module →
-    the same module with CPU parameters and buffers."""
+    the same module with CPU parameters and buffers; a container (a
+    ``state_dict``, an optimizer's ``state_dict()``, lists, tuples) → the same
+    structure with every lazy tensor replaced by its CPU value.
+
+    Every pending tensor in a container is computed in one graph."""
     if isinstance(obj, torch.nn.Module):
         return obj.to("cpu")
     if isinstance(obj, torch.Tensor):
         return eager(obj) if is_lazy(obj) else obj
-    raise TypeError(f"lazyrt.torch.to_cpu: expected a torch.Tensor or nn.Module, "
-                    f"got {type(obj).__name__}")
+    leaves = [t for t in tree_leaves(obj) if is_lazy(t)]
+    runtime.sync(*(unwrap(t) for t in leaves))  # one graph for them all
+    return tree_map(lambda t: eager(t) if is_lazy(t) else t, obj)
+
+
+def save(obj, f, **kwargs):
+    """``torch.save`` of ``obj`` with every lazy tensor saved as its CPU value, as
+    ``torch.save`` users expect of a checkpoint (``torch.load`` gives CPU tensors).
+    ``torch.save`` of a lazy tensor itself refuses: it has no CPU storage to write."""
+    if isinstance(obj, torch.nn.Module):
+        raise TypeError("lazyrt.torch.save: save module.state_dict(), not the module")
+    torch.save(to_cpu(obj), f, **kwargs)
 
 
 def mark_step():

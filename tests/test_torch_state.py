@@ -1,0 +1,93 @@
+"""Checkpoints and module plumbing on lazy tensors: state_dict round trips,
+lazyrt.torch.save, copy.deepcopy of a lazy model, clip_grad_norm_."""
+import copy
+import io
+
+import pytest
+import torch
+import torch.nn as nn
+
+import lazyrt as lr
+import lazyrt.torch as lt
+from lazyrt.torch.testing import assert_same, backends
+
+
+@pytest.fixture(params=backends())
+def torch_backend(request):
+    lr.sync()
+    with lr.backend(request.param):
+        yield request.param
+        lr.sync()
+
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3)).double()
+
+
+def test_state_dict_round_trips(torch_backend):
+    src = lt.lazy(_model(0))
+    with torch.no_grad():
+        src[0].weight.mul_(2)      # a pending update the state_dict must carry
+    want = {k: v.detach().cpu() for k, v in src.state_dict().items()}
+    into_lazy = lt.lazy(_model(1))
+    into_lazy.load_state_dict(src.state_dict())               # lazy -> lazy
+    into_cpu = _model(2)
+    into_cpu.load_state_dict(lt.to_cpu(src.state_dict()))    # lazy -> cpu
+    back = lt.lazy(_model(3))
+    back.load_state_dict(into_cpu.state_dict())                # cpu -> lazy
+    for k, v in want.items():
+        assert_same(into_lazy.state_dict()[k], v)
+        torch.testing.assert_close(into_cpu.state_dict()[k], v, rtol=0, atol=0)
+        assert_same(back.state_dict()[k], v)
+    src[0].weight.data.add_(1)                                  # copies, not aliases
+    assert_same(into_lazy[0].weight, want["0.weight"])
+
+
+def test_save_writes_cpu_tensors(torch_backend, tmp_path):
+    model = lt.lazy(_model(4))
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 4, dtype=torch.float64).to("lazy")).sum().backward()
+    opt.step()
+    path = tmp_path / "ckpt.pt"
+    lt.save({"model": model.state_dict(), "opt": opt.state_dict()}, path)
+    loaded = torch.load(path)
+    for k, v in model.state_dict().items():
+        assert loaded["model"][k].device.type == "cpu"
+        assert_same(v, loaded["model"][k])
+    exp_avg = opt.state_dict()["state"][0]["exp_avg"]
+    assert_same(exp_avg, loaded["opt"]["state"][0]["exp_avg"])
+
+
+def test_torch_save_of_a_lazy_tensor_refuses():
+    buf = io.BytesIO()
+    with pytest.raises(RuntimeError):
+        torch.save(torch.ones(3).to("lazy"), buf)
+
+
+def test_deepcopy_of_a_lazy_model_is_independent(torch_backend):
+    model = lt.lazy(_model(5))
+    twin = copy.deepcopy(model)
+    x = torch.randn(3, 4, dtype=torch.float64).to("lazy")
+    assert twin[0].weight.device.type == "lazy"
+    assert_same(twin(x), model(x).cpu())
+    with torch.no_grad():
+        twin[0].weight.zero_()
+    assert lt.to_cpu(model[0].weight).abs().sum() > 0
+
+
+def test_clip_grad_norm_matches_eager(torch_backend):
+    eager = _model(6)
+    lazy = lt.lazy(copy.deepcopy(eager))
+    x = torch.randn(4, 4, dtype=torch.float64)
+    lr.metrics.reset()
+    norms = []
+    for model, dev in ((eager, "cpu"), (lazy, "lazy")):
+        (model(x.to(dev)) ** 2).sum().backward()
+        for foreach in (None, False):  # foreach=True refuses lazy (and cpu) tensors in torch
+            norms.append(nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=foreach))
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    assert_same(norms[2], norms[0], rtol=1e-12, atol=0)
+    assert_same(norms[3], norms[1], rtol=1e-12, atol=0)
+    for p, q in zip(eager.parameters(), lazy.parameters()):
+        assert_same(q.grad, p.grad, rtol=1e-12, atol=1e-15)
