@@ -188,22 +188,6 @@ def setslice(n, base, value):
     return f"{base}.at[{index_text(n.attrs[0])}].set({value})"
 
 
-# --- scans (cumsum, cumprod): attrs = (axis, include_initial, accumulator) ---
-
-def scan(name, start):
-    """``name`` (jnp.cumsum or jnp.cumprod) along one axis in the op table's
-    accumulator dtype (``n.attrs[2]``, set by the emitter), rounded to the
-    result dtype; include_initial puts ``start`` first."""
-    def lower(n, a):
-        axis, include_initial, acc = n.attrs
-        out = f"{name}({a}.astype({_jt(acc)}), axis={axis}).astype({_jt(n.dtype)})"
-        if not include_initial:
-            return out
-        first = tuple(1 if k == axis else d for k, d in enumerate(n.shape))
-        return (f"jnp.concatenate([jnp.full({first!r}, {start}, {_jt(n.dtype)}), {out}], "
-                f"axis={axis})")
-    return lower
-
 # --- opaque indexed reads, sorting and searching (attrs as in lazyrt/ops.py) ---
 
 def take(n, a, indices):
