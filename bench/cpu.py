@@ -1,4 +1,5 @@
-"""CPU suite: lazyrt's CPU backends against NumPy, torch (eager, compile), JAX.
+"""CPU suite: lazyrt's CPU backends (``c``; ``jax`` where JAX runs on the CPU)
+against NumPy, torch (eager, compile) and plain ``jax.jit``.
 
 Run: ``python -m bench --suite cpu [--quick] [--with-reference]``.
 
@@ -168,6 +169,26 @@ def print_ratios(rs, lazy_backends, want="c") -> None:
                        ["green" if r["ratio"] <= 1 else "red" for r in rs])
 
 
+def jax_parity(rows) -> list[dict]:
+    """lazyrt-jax against plain ``jax.jit`` of the same computation, per case:
+    the time ratio and lazyrt's added time per call (record + capture + cache
+    lookup + dispatch, when the computation itself is the same)."""
+    by_case = {}
+    for r in rows:
+        if "ms" in r and r["impl"] in ("lazyrt-jax", "jax.jit"):
+            by_case.setdefault(r["case"], {})[r["impl"]] = r["ms"]
+    return [{"case": case, "ratio": t["lazyrt-jax"] / t["jax.jit"],
+             "added_us": (t["lazyrt-jax"] - t["jax.jit"]) * 1e3}
+            for case, t in by_case.items() if len(t) == 2]
+
+
+def print_jax_parity(parity) -> None:
+    if parity:
+        report.print_table("lazyrt-jax vs plain jax.jit (same computation)",
+                           ["case", "time ratio", "added µs per call"],
+                           [[p["case"], p["ratio"], p["added_us"]] for p in parity])
+
+
 def run(repeats=timing.MIN_REPEATS, quick=False, with_reference=False) -> dict:
     """Run every CPU case, print the tables, return the data for JSON."""
     import torch
@@ -186,7 +207,10 @@ def run(repeats=timing.MIN_REPEATS, quick=False, with_reference=False) -> dict:
     print_results(rows)
     rs = ratios(rows)
     print_ratios(rs, lazy_backends)
-    return {"rows": rows, "ratios": rs, "copy_ceiling_gb_s": copy_gbs, "threads": THREADS,
+    parity = jax_parity(rows)
+    print_jax_parity(parity)
+    return {"rows": rows, "ratios": rs, "jax_parity": parity,
+            "copy_ceiling_gb_s": copy_gbs, "threads": THREADS,
             "repeats": max(repeats, timing.MIN_REPEATS), "lazyrt_backends": lazy_backends,
             "cases": {c.name: {"bytes": c.nbytes, "flops": c.flops, "note": c.note}
                       for c in cases()}}

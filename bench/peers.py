@@ -155,6 +155,7 @@ def lazyrt_impl(case: Case, arrays: list, backend: str,
     def call():
         out = body(*ts)
         lr.sync(out)
+        lr.runtime.wait(out)  # a device backend (jax) returns from sync before it is done
         return out
 
     before = lr.metrics.snapshot()
@@ -164,6 +165,15 @@ def lazyrt_impl(case: Case, arrays: list, backend: str,
     impl.extra.update({k: after.get(k, 0) - before.get(k, 0)
                        for k in ("compiles", "compile_time_s", "disk_cache_hits")})
     return impl
+
+
+def _jax_platform():
+    """The platform lazyrt's jax backend runs on ('cpu', 'gpu', 'tpu'), or None."""
+    try:
+        import lazyrt as lr
+        return lr.backends.get("jax").device
+    except Exception:  # noqa: BLE001 - a backend that cannot start is not timed
+        return None
 
 
 def lazyrt_backends(with_reference: bool, device: str) -> list[str]:
@@ -176,6 +186,10 @@ def lazyrt_backends(with_reference: bool, device: str) -> list[str]:
     names = []
     for name in lr.available_backends():
         entry_device = getattr(B._REGISTRY.get(name), "device", "cpu")
+        if entry_device == "jax":  # whichever platform JAX runs on here
+            entry_device = _jax_platform()
+            if entry_device is None:
+                continue
         if name == "numpy" and not with_reference:
             continue
         if (entry_device != "cpu") == (device != "cpu"):  # 'cuda', 'gpu', 'cuda:0'...

@@ -275,6 +275,19 @@ def sync(*tensors):
 mark_step = sync
 
 
+def wait(*tensors):
+    """Block until computed ``tensors`` hold finished values. A device backend
+    (``jax``) dispatches asynchronously, so ``sync`` returns once the graph is
+    queued; host backends finish inside ``sync``, and this returns at once.
+    Timing code calls it; a host read (``numpy()``, ``item()``) waits by itself."""
+    if _device_backend is None:
+        return
+    for t in tensors:
+        value = t._node.value
+        if _device_backend.owns(value):
+            _device_backend.wait(value)
+
+
 def _cut():
     """The recorder calls this once ``max_graph_nodes`` ops are counted since
     the count last started over. When the pending graph really is about that

@@ -61,7 +61,8 @@ class Backend(Protocol):
     #: own arrays (bound to tensors as they are) until a host read
     #: (:func:`lazyrt._recorder.host_value`) copies them; such a backend takes
     #: its arrays back as parameters, other backends get host copies, and it
-    #: says which values are its arrays with ``owns(value) -> bool``; its
+    #: says which values are its arrays with ``owns(value) -> bool`` (and
+    #: ``wait(value)`` blocks until one is computed); its
     #: program's ``uploads`` lists the (parameter position, device array) of
     #: the read-only host data a run put on the device, which the data leaf
     #: then holds instead

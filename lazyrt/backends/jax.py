@@ -124,6 +124,11 @@ class JaxBackend:
         import jax
         return isinstance(value, jax.Array)
 
+    @staticmethod
+    def wait(value) -> None:
+        """Block until ``value`` (this backend's array) is computed."""
+        value.block_until_ready()
+
     def compile(self, graph):
         _, launches, record = compile_graph(self, graph, JaxPlan, self._build)
         dtypes = [D.DTYPES[graph.nodes[p].dtype] for p in graph.params]
