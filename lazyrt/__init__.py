@@ -35,6 +35,12 @@ from .api.manipulation import (broadcast_arrays, flip, matrix_transpose, meshgri
                                permute_dims, repeat, roll, take, tensordot, tile, tril, triu,
                                unstack, vecdot)
 from .api.sorting import argsort, searchsorted, sort
+from .api.creation import from_dlpack
+from .api.device import Device
+from .api.data_dependent import (nonzero, unique_all, unique_counts, unique_inverse,
+                                 unique_values)
+from .api.namespace import (__array_api_version__, __array_namespace_info__, can_cast, e,
+                            finfo, iinfo, inf, isdtype, nan, newaxis, pi, result_type)
 from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
 from . import backends, metrics, runtime

@@ -6,7 +6,12 @@ to with ``copy=False``: a pending result always equals what eager evaluation
 at the time of the op would give. Either way the tensor's value is read-only
 from then on: lazyrt has value semantics.
 
-Default dtypes are NumPy's (float64 for ``zeros``, int64 for ``full(s, 1)``).
+Default dtypes are NumPy's, which are the array API's defaults: float64 for
+``zeros``/``ones``/``empty``/``eye``/``linspace``, and for ``full``/``arange``
+the fill or start value's kind (int64 for ``full(s, 1)`` and ``arange(5)``,
+bool for ``full(s, True)``). Every function takes ``device=`` (only ``"cpu"``,
+see :mod:`lazyrt.api.device`); signatures are the array API's, with ``dtype``
+also accepted by position (``lr.zeros(3, "int8")``).
 ``full``/``zeros``/``ones`` are lazy: a 0-d scalar expanded to the shape,
 fused into whatever consumes it, never allocated on their own. The fill value
 of ``full`` is a runtime parameter (a new value does not recompile).
@@ -19,6 +24,7 @@ from .. import _recorder as R
 from .. import dtypes as D
 from .. import ops
 from ..errors import ShapeError
+from .device import check_device
 
 
 def _shape_arg(shape, op="zeros") -> tuple:
@@ -84,7 +90,7 @@ def _too_large_int(obj):
     return None
 
 
-def asarray(obj, dtype=None, copy=None):
+def asarray(obj, /, dtype=None, copy=None, *, device=None):
     """A tensor of ``obj`` (NumPy array, nested list, scalar, CPU torch tensor, tensor).
 
     ``copy=None`` (the default) shares memory only where nobody can write to it
@@ -98,6 +104,7 @@ def asarray(obj, dtype=None, copy=None):
     >>> lr.asarray([1, 2, 3]).dtype
     dtype('int64')
     """
+    check_device(device, "asarray")
     if isinstance(obj, R.TensorBase):
         if dtype is not None and D.code_of(dtype) != obj._node.dtype:
             if copy is False:
@@ -138,13 +145,43 @@ def asarray(obj, dtype=None, copy=None):
     return _leaf(arr, private=arr is not obj and arr.flags.owndata)
 
 
-def tensor(obj, dtype=None):
+def tensor(obj, dtype=None, *, device=None):
     """A tensor holding a copy of ``obj``: later writes to ``obj`` do not reach it."""
-    return asarray(obj, dtype=dtype, copy=True)
+    return asarray(obj, dtype=dtype, copy=True, device=device)
 
 
-def full(shape, fill_value, dtype=None):
-    """A lazy tensor of ``shape`` filled with ``fill_value`` (a runtime scalar)."""
+def from_dlpack(x, /, *, device=None, copy=None):
+    """A tensor of ``x``, any object with ``__dlpack__`` (a NumPy array, a torch tensor).
+
+    The data is read now, through NumPy's ``np.from_dlpack``; ``copy`` follows
+    :func:`asarray`'s rules: ``None`` shares the producer's memory only where nobody
+    can write it, ``False`` always shares it (do not write to it until the tensors
+    using it are synced), ``True`` always copies. A lazyrt tensor gives a new tensor
+    over the same value, computed or not (lazyrt has value semantics).
+
+    >>> import numpy as np, lazyrt as lr
+    >>> lr.from_dlpack(np.arange(3.0)).dtype
+    dtype('float64')
+    """
+    check_device(device, "from_dlpack")
+    if isinstance(x, R.TensorBase):
+        return R.wrap(x._node)
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"lazyrt.from_dlpack: {type(x).__name__} does not support DLPack "
+                        "(it has no __dlpack__); use lr.asarray")
+    try:
+        arr = np.from_dlpack(x, copy=copy)
+    except (BufferError, ValueError, TypeError) as exc:
+        raise type(exc)(f"lazyrt.from_dlpack: cannot read this {type(x).__name__} on the CPU "
+                        f"(copy={copy}): {exc}") from exc
+    return asarray(arr, copy=False if copy is False else None)
+
+
+def full(shape, fill_value, dtype=None, *, device=None):
+    """A lazy tensor of ``shape`` filled with ``fill_value`` (a runtime scalar).
+
+    ``dtype=None`` is the fill value's kind: bool, int64 or float64."""
+    check_device(device, "full")
     shape = _shape_arg(shape, "full")
     if isinstance(fill_value, R.TensorBase):
         raise TypeError("lazyrt.full: fill_value must be a Python scalar")
@@ -161,39 +198,59 @@ def _reshape_scalar(node, ndim):
     return R.record(ops.RESHAPE.id, node.dtype, (1,) * ndim, (node,), ((1,) * ndim,))
 
 
-def zeros(shape, dtype=None):
+def zeros(shape, dtype=None, *, device=None):
     """Zeros of ``shape``; ``dtype=None`` is the default float (float64)."""
+    check_device(device, "zeros")
     return full(shape, 0, _float_default(dtype))
 
 
-def ones(shape, dtype=None):
+def ones(shape, dtype=None, *, device=None):
     """Ones of ``shape``; ``dtype=None`` is the default float (float64)."""
+    check_device(device, "ones")
     return full(shape, 1, _float_default(dtype))
 
 
-def empty(shape, dtype=None):
+def empty(shape, dtype=None, *, device=None):
     """Like ``zeros``: lazyrt never hands out uninitialized memory."""
+    check_device(device, "empty")
     return zeros(shape, dtype)
 
 
-def zeros_like(x, dtype=None):
-    return zeros(x.shape, x.dtype if dtype is None else dtype)
+def _like(x, fn):
+    if not isinstance(x, R.TensorBase):
+        raise TypeError(f"lazyrt.{fn}: expected a lazyrt tensor, not {type(x).__name__}")
+    return x
 
 
-def ones_like(x, dtype=None):
-    return ones(x.shape, x.dtype if dtype is None else dtype)
+def zeros_like(x, /, dtype=None, *, device=None):
+    """Zeros of ``x``'s shape, and of its dtype unless ``dtype`` is given."""
+    check_device(device, "zeros_like")
+    return zeros(x.shape, _like(x, "zeros_like").dtype if dtype is None else dtype)
 
 
-def empty_like(x, dtype=None):
+def ones_like(x, /, dtype=None, *, device=None):
+    """Ones of ``x``'s shape, and of its dtype unless ``dtype`` is given."""
+    check_device(device, "ones_like")
+    return ones(x.shape, _like(x, "ones_like").dtype if dtype is None else dtype)
+
+
+def empty_like(x, /, dtype=None, *, device=None):
+    """Like ``zeros_like``: lazyrt never hands out uninitialized memory."""
+    check_device(device, "empty_like")
     return zeros_like(x, dtype)
 
 
-def full_like(x, fill_value, dtype=None):
-    return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
+def full_like(x, /, fill_value, dtype=None, *, device=None):
+    """``fill_value`` in ``x``'s shape, and of its dtype unless ``dtype`` is given."""
+    check_device(device, "full_like")
+    return full(x.shape, fill_value, _like(x, "full_like").dtype if dtype is None else dtype)
 
 
-def arange(start, stop=None, step=1, dtype=None):
-    """As ``np.arange``; its values are data (a parameter), computed eagerly."""
+def arange(start, /, stop=None, step=1, dtype=None, *, device=None):
+    """As ``np.arange``; its values are data (a parameter), computed eagerly.
+
+    ``dtype=None``: int64 for ints, float64 if any of start, stop, step is a float."""
+    check_device(device, "arange")
     if stop is None:
         start, stop = 0, start
     # dtype goes to NumPy itself: arange(0.5, 3, 0.5, dtype=int32) is not a cast of the
@@ -206,11 +263,14 @@ def _float_default(dtype):
     return D.DTYPES[D.FLOAT64 if dtype is None else D.code_of(dtype)]
 
 
-def linspace(start, stop, num=50, endpoint=True, dtype=None):
+def linspace(start, stop, /, num=50, endpoint=True, dtype=None, *, device=None):
     """As ``np.linspace``; ``dtype=None`` is the default float (float64)."""
+    check_device(device, "linspace")
     return _leaf(np.linspace(start, stop, num, endpoint=endpoint, dtype=_float_default(dtype)))
 
 
-def eye(n, m=None, k=0, dtype=None):
-    """As ``np.eye``; ``dtype=None`` is the default float (float64)."""
+def eye(n, m=None, /, k=0, dtype=None, *, device=None):
+    """As ``np.eye`` (the array API's ``n_rows, n_cols``); ``dtype=None`` is the
+    default float (float64)."""
+    check_device(device, "eye")
     return _leaf(np.eye(n, m, k, dtype=_float_default(dtype)))

@@ -15,6 +15,7 @@ from .. import _recorder_shapes as S
 from .. import dtypes as D
 from .. import ops
 from .creation import asarray
+from .device import check_device
 from ..errors import DTypeError
 
 
@@ -97,28 +98,33 @@ def imag(x):
     return zeros_like(_tensor(x))
 
 
-
-def astype(x, dtype):
+def astype(x, dtype, /, *, copy=True, device=None):
     """``x`` converted to ``dtype`` with C casting rules, like ``ndarray.astype``.
 
-    Always a new tensor (the array API requires a copy): an in-place operator on
-    the result never changes ``x``. No data moves for the same dtype.
+    A new tensor (``copy=True``, the array API's default): an in-place operator on
+    the result never changes ``x``. ``copy=False`` returns ``x`` itself where the
+    dtype is already ``dtype``. No data moves for the same dtype either way.
+    ``device``: only "cpu" (see ``lazyrt.api.device``).
     """
+    check_device(device, "astype")
     x = _tensor(x)
     code = D.code_of(dtype)
     if code == x._node.dtype:
-        return R.wrap(x._node)
+        return R.wrap(x._node) if copy else x
     return R.wrap(R.cast(x._node, code))
 
 
 where = S.where  # recorded in Cython; Python scalar branches are runtime parameters
 
 
-def clip(x, min=None, max=None):
-    """``x`` limited to [min, max]; NaN stays NaN, as ``np.clip``."""
-    if min is None and max is None:
-        raise ValueError("lazyrt.clip: give min, max or both")
+def clip(x, /, min=None, max=None):
+    """``x`` limited to [min, max]; NaN stays NaN, as ``np.clip``.
+
+    ``min`` and ``max`` are Python scalars or tensors (broadcast with ``x``); with
+    neither, the result is a copy of ``x``, as the array API says."""
     out = _tensor(x)
+    if min is None and max is None:
+        return R.wrap(out._node)
     if out._node.dtype in D.INTEGRAL:
         # NumPy clamps out-of-range Python int bounds instead of refusing them
         lo, hi = int(np.iinfo(out.dtype).min), int(np.iinfo(out.dtype).max)

@@ -12,6 +12,8 @@ from .. import _recorder_shapes as S
 from .. import runtime
 from . import pointwise, reductions, views
 from . import creation
+from . import data_dependent, namespace
+from .device import CPU, check_device
 from .. import dtypes as D
 
 
@@ -68,7 +70,11 @@ class Tensor(PW.PointwiseTensor):
         from .manipulation import matrix_transpose
         return matrix_transpose(self)
 
-    def __setitem__(self, index, value): views.setitem(self, index, value)
+    def __setitem__(self, index, value):
+        if data_dependent.is_mask_index(index):
+            data_dependent.mask_assign(self, index, value)
+        else:
+            views.setitem(self, index, value)
 
     def __iter__(self):
         if self.ndim == 0:
@@ -76,7 +82,8 @@ class Tensor(PW.PointwiseTensor):
         return (self[i] for i in range(self.shape[0]))
 
     # pointwise methods
-    def astype(self, dtype): return pointwise.astype(self, dtype)
+    def astype(self, dtype, /, *, copy=True, device=None):
+        return pointwise.astype(self, dtype, copy=copy, device=device)
     def clip(self, min=None, max=None): return pointwise.clip(self, min, max)
     def abs(self): return pointwise.abs(self)
     def exp(self): return pointwise.exp(self)
@@ -115,6 +122,30 @@ class Tensor(PW.PointwiseTensor):
 
     def __int__(self):
         return int(self.item())
+
+    def __complex__(self):
+        raise TypeError(f"lazyrt: complex() of a {self.dtype} tensor: lazyrt has no complex "
+                        "dtypes; use float(x)")
+
+    # -- the array API protocol --
+    def __array_namespace__(self, /, *, api_version=None):
+        """The array API namespace of lazyrt tensors: ``lazyrt`` itself
+        (``api_version``: None or "2023.12"; earlier versions are subsets)."""
+        return namespace.namespace_for(api_version)
+
+    @property
+    def device(self):
+        """Where the data lives: always ``Device("cpu")`` (the backend, not the
+        device, decides where kernels run; see ``lazyrt.api.device``)."""
+        return CPU
+
+    def to_device(self, device, /, *, stream=None):
+        """``self`` on ``device`` (only "cpu": a new tensor over the same value)."""
+        check_device(device, "Tensor.to_device")
+        if stream is not None:
+            raise ValueError("lazyrt.Tensor.to_device: tensors live on the CPU; a stream "
+                             "does not apply")
+        return R.wrap(self._node)
 
     def __index__(self):
         if self._node.dtype not in D.INTEGRAL:

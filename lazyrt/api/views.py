@@ -40,7 +40,44 @@ def _record(op, x, shape, attrs, dtype=None):
     return R.wrap(R.record(op.id, code, tuple(shape), (x._node,), attrs))
 
 
-reshape = S.reshape  # recorded in Cython: the -1 rule and the size check included
+def reshape(x, /, shape, *dims, copy=None):
+    """``x`` with a new ``shape`` of the same size; one dimension may be -1.
+
+    The array API's signature; recorded in Cython. ``lr.reshape(x, 2, 8)`` and
+    ``x.reshape(2, 8)`` (sizes as separate arguments) are the same as ``(2, 8)``.
+    Always a new tensor and never a copy at this call (value semantics). ``copy=False``
+    raises a ValueError where NumPy would have to copy (a reshape of a transposed or
+    strided view): the planner then keeps a copy in a buffer. ``copy=True`` is the
+    default's behaviour.
+    """
+    x = _t(x)
+    if dims:
+        shape = (shape,) + dims
+    if copy is False and _reshape_needs_copy(x._node, S.reshape(x, shape).shape):
+        raise ValueError(f"lazyrt.reshape: copy=False, but reshaping this non-contiguous "
+                         f"view of shape {x.shape} to {shape} needs a copy")
+    return S.reshape(x, shape)
+
+
+def _reshape_needs_copy(node, shape) -> bool:
+    """Whether NumPy could not reshape ``node``'s value to ``shape`` without a copy,
+    given the chain of views that leads to it from a buffer."""
+    from ..planner import strided
+    chain = []
+    while ops.OPS[node.op].kind == ops.VIEW:
+        chain.append(node)
+        node = node.inputs[0]
+    base = node.value if node.op == ops.DATA.id else None
+    if isinstance(base, np.ndarray) and base.ndim and any(
+            st % base.itemsize for st in base.strides):
+        return True
+    view = strided.Strided.contiguous(node.shape) if base is None or not base.ndim else \
+        strided.Strided(base.shape, tuple(st // base.itemsize for st in base.strides), 0)
+    for n in reversed(chain):
+        view = strided.apply_view(view, ops.OPS[n.op].name, n.attrs)
+        if view is None:
+            return True
+    return strided.reshape(view, shape) is None
 
 
 def permute(x, *axes):
@@ -175,11 +212,14 @@ def setitem(x, index, value):
 
 # --- joining ------------------------------------------------------------------
 
-def concat(tensors, axis=0):
-    """Join tensors along an existing axis; dtypes promote as in NumPy."""
+def concat(tensors, /, axis=0):
+    """Join tensors along an existing axis; dtypes promote as in NumPy.
+    ``axis=None`` flattens each tensor first (the array API's rule)."""
     ts = [_t(t) for t in tensors]
     if not ts:
         raise ValueError("lazyrt.concat: needs at least one tensor")
+    if axis is None:
+        ts, axis = [S.reshape(t, (t.size,)) for t in ts], 0
     ndim = ts[0].ndim
     if ndim == 0:
         raise ShapeError("lazyrt.concat: zero-dimensional tensors cannot be concatenated")
