@@ -35,6 +35,7 @@ from .api.manipulation import (broadcast_arrays, flip, matrix_transpose, meshgri
                                permute_dims, repeat, roll, take, tensordot, tile, tril, triu,
                                unstack, vecdot)
 from .api.sorting import argsort, searchsorted, sort
+from .api import linalg
 from .api.creation import from_dlpack
 from .api.device import Device
 from .api.data_dependent import (nonzero, unique_all, unique_counts, unique_inverse,
