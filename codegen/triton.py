@@ -34,7 +34,9 @@ Kernel kinds:
   passes, each a loop over ``BLOCK`` chunks of the row with per-lane running
   accumulators, combined after the loop. Autotuned on ``row``.
 * ``scan`` (cumsum, cumprod): one program per row, a loop over ``BLOCK``
-  chunks carrying the running total (:mod:`codegen.triton_scan`).
+  chunks carrying the running total; ``scan_lanes`` where the scanned axis
+  is strided in memory: ``BLOCK_N`` rows per program, scanned together in
+  ``BLOCK_M x BLOCK_N`` tiles (:mod:`codegen.triton_scan`).
 
 Pass structure as in :mod:`codegen.c`, from the layout both emitters read
 (:mod:`codegen.layout`): a reduction whose argument uses another
@@ -54,7 +56,7 @@ from lazyrt import dtypes as D
 from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
 
 from .layout import kernel_layout
-from .triton_scan import ScanEmitter
+from .triton_scan import ScanEmitter, scan_kind
 from .triton_lower import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
                            load_expr, store_value)
 
@@ -72,13 +74,15 @@ from lazyrt.kernels import triton_math as lzm
 class TritonKernel:
     name: str
     source: str               # a module: imports, then the jitted function
-    kind: str                 # "pointwise" | "tiled" | "persistent" | "looped" | "scan" | "matmul"
+    kind: str                 # "pointwise" | "tiled" | "persistent" | "looped" | "scan" |
+    #                           "scan_lanes" | "matmul"
     buffers: tuple            # program buffer per pointer argument (inputs, then outputs)
     iargs: tuple              # int arguments after ``fa``, in order (numel and row last)
     scalar_params: tuple      # program scalar slot per ``fa`` entry
     numel: int                # pointwise: elements; reductions: rows (outer points)
     row: int                  # reduced elements per row (0 for pointwise)
-    tile: tuple = ()          # tiled: sizes of the row axis, the column axis, the rest
+    tile: tuple = ()          # tiled: sizes of the row axis, the column axis, the rest;
+    #                           scan_lanes: the lanes' axis size, the other rows
     layout: object = field(default=None, compare=False, repr=False)  # the KernelLayout read
 
     def grid(self):
@@ -91,6 +95,9 @@ class TritonKernel:
             rows, cols, rest = self.tile
             return lambda meta: (triton_cdiv(rows, meta["BLOCK_M"]) *
                                  triton_cdiv(cols, meta["BLOCK_N"]) * rest,)
+        if self.kind == "scan_lanes":
+            cols, rest = self.tile
+            return lambda meta: (triton_cdiv(cols, meta["BLOCK_N"]) * rest,)
         rows = self.numel
         return (rows,)
 
@@ -342,7 +349,7 @@ class _Emitter(ScanEmitter):
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io)
         kind = ("tiled" if self.tile else "pointwise") if not self.red else \
-            "scan" if is_scan(s) else ("looped" if self.looped else "persistent")
+            scan_kind(s) if is_scan(s) else ("looped" if self.looped else "persistent")
         numel = math.prod(s.domain) if not self.red else self.n_rows
         self.arg("numel", numel)
         self.arg("row", self.row_len)
@@ -350,7 +357,7 @@ class _Emitter(ScanEmitter):
         self.out = body
         for text in scalar_loads(self.layout.scalars):
             self.line(1, text)
-        if kind == "scan":
+        if kind.startswith("scan"):
             self.scan_body()
         elif self.tile:
             self.tiled_body(nd)
@@ -360,8 +367,8 @@ class _Emitter(ScanEmitter):
             self.reduction_body()
         ptrs = [f"in{k}" for k in range(len(s.inputs))] + \
             [f"out{k}" for k in range(len(s.outputs))]
-        blocks = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"] if self.tile else \
-            ["BLOCK: tl.constexpr"]
+        blocks = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"] \
+            if self.tile or kind == "scan_lanes" else ["BLOCK: tl.constexpr"]
         sig = ", ".join(ptrs + ["fa"] + self.params + blocks)
         head = [f"# {s.name}: {s.comment or 'fused kernel'}"]
         if kind == "pointwise":
@@ -378,6 +385,9 @@ class _Emitter(ScanEmitter):
         if self.tile:
             rows, cols = (s.domain[a] for a in self.tile)
             tile = (rows, cols, math.prod(n for a, n in enumerate(s.domain) if a not in self.tile))
+        elif kind == "scan_lanes":
+            cols = s.domain[-1]
+            tile = (cols, self.n_rows // cols if cols else 0)
         return TritonKernel(s.name, source, kind, buffers, tuple(self.iargs),
                             tuple(s.scalar_params), numel, self.row_len, tile, self.layout)
 

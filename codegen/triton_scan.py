@@ -15,6 +15,13 @@ Within a block the scan adds in a tree, not in order: float64 sums of
 float32 data round to the same float32 as NumPy's in-order float64 sum
 except in rare ties; float64 data may differ from NumPy in the last bits.
 
+A scan along an axis that memory walks with a stride (``cumsum(x, axis=0)``
+of a row-major matrix: the last domain axis, an outer one, is the
+contiguous one) is kind ``"scan_lanes"``: one program per ``BLOCK_N``
+neighbouring rows of the last axis (and per point of the other outer axes),
+each block a ``[BLOCK_M, BLOCK_N]`` tile scanned along its first dimension,
+so every load and store is a contiguous run of ``BLOCK_N`` elements.
+
 Under include_initial the identity is stored at element -1 of the axis
 first (the output's index map is offset one element along it).
 """
@@ -30,9 +37,25 @@ SCAN_BLOCK = 1024
 _IDENTITY = {"sum": 0, "prod": 1}
 
 
+#: the ``scan_lanes`` tile: elements along the scanned axis x neighbouring rows
+LANES_TILE = {"BLOCK_M": 32, "BLOCK_N": 64}
+
+
 def scan_block(row: int) -> int:
     """``BLOCK`` of a scan kernel over rows of ``row`` elements."""
     return min(SCAN_BLOCK, max(16, 1 << max(0, row - 1).bit_length()))
+
+
+def scan_kind(spec) -> str:
+    """``"scan_lanes"`` where no buffer walks the scanned axis contiguously and
+    one walks the last domain axis (an outer one) contiguously; else ``"scan"``.
+    Only which strides are +-1 decides, so every size reuses one kernel."""
+    (r,) = spec.reduce_axes
+    last = len(spec.domain) - 1
+    ios = spec.inputs + spec.outputs
+    if r == last or any(abs(io.index.strides[r]) == 1 for io in ios):
+        return "scan"
+    return "scan_lanes" if any(abs(io.index.strides[last]) == 1 for io in ios) else "scan"
 
 
 class ScanEmitter:
@@ -48,30 +71,56 @@ class ScanEmitter:
             if st.attr[0].combine not in _IDENTITY:
                 raise EmitError(f"the Triton emitter has no scan {st.attr[0].combine!r} "
                                 f"(kernel {s.name})")
-        self.elem = self.scan_element_level(r)
+        lanes = scan_kind(s) == "scan_lanes"
+        last = len(s.domain) - 1
+        self.elem = self.scan_element_level((r, last) if lanes else (r,))
         pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
-        self.line(1, f"# scan along axis {r}: one program per row, BLOCK elements at a time")
-        self.line(1, f"pid = {pid}")
-        if self.outer:
-            self.decompose(1, "pid", self.outer)
+        if lanes:
+            self.line(1, f"# scan along axis {r}: BLOCK_N rows of axis {last} per program, "
+                         "a BLOCK_M x BLOCK_N tile at a time")
+            self.line(1, f"pid = {pid}")
+            self.line(1, f"tiles{last} = tl.cdiv(n{last}, BLOCK_N)")
+            self.line(1, f"i{last} = (pid % tiles{last}) * BLOCK_N + "
+                         "tl.arange(0, BLOCK_N)[None, :]")
+            self.line(1, f"lmask = i{last} < n{last}")
+            rest = [a for a in self.outer if a != last]
+            if rest:
+                self.line(1, f"pid = pid // tiles{last}")
+                self.decompose(1, "pid", rest)
+            shape, block, keep = "[1, BLOCK_N]", "BLOCK_M", ", keep_dims=True"
+        else:
+            self.line(1, f"# scan along axis {r}: one program per row, BLOCK elements at a time")
+            self.line(1, f"pid = {pid}")
+            if self.outer:
+                self.decompose(1, "pid", self.outer)
+            shape, block, keep = "[BLOCK]", "BLOCK", ""
+        self.scan_shape = (shape, keep)
         for k, io in enumerate(s.inputs):
             self.row_base(f"in{k}", io.index)
         for k, io in enumerate(s.outputs):
             self.row_base(f"out{k}", io.index)
         targets = [o.value for o in s.outputs]
         self.compute(self.needed(targets), 1, False, None)
-        for st in scans:  # a scalar of the accumulator's dtype
+        for st in scans:  # the accumulator's dtype: a scalar, or a [1, BLOCK_N] row of lanes
             at = _COMPUTE_T[st.dtype]
-            self.line(1, f"carry{st.id} = tl.sum(tl.zeros([BLOCK], {at}), axis=0) + "
-                         f"{_IDENTITY[st.attr[0].combine]}")
+            carry = f"tl.zeros({shape}, {at})" if lanes else \
+                f"tl.sum(tl.zeros([BLOCK], {at}), axis=0)"
+            self.line(1, f"carry{st.id} = {carry} + {_IDENTITY[st.attr[0].combine]}")
         for k, o, ident in self.scan_initial_outputs():
             st = o.index.strides[r]
             back = "" if st == 0 else (" - 1" if st == 1 else f" - out{k}_s{r}")
-            self.line(1, f"init{k} = tl.sum(tl.zeros([BLOCK], tl.int64), axis=0) + {ident}")
-            self.line(1, f"tl.store(out{k} + out{k}_rb{back}, {store_value(f'init{k}', o.dtype)})")
-        self.line(1, "for start in range(0, row, BLOCK):")
-        self.line(2, "r = start + tl.arange(0, BLOCK)")
-        self.line(2, "rmask = r < row")
+            init = "tl.zeros([1, BLOCK_N], tl.int64)" if lanes else \
+                "tl.sum(tl.zeros([BLOCK], tl.int64), axis=0)"
+            self.line(1, f"init{k} = {init} + {ident}")
+            self.line(1, f"tl.store(out{k} + out{k}_rb{back}, {store_value(f'init{k}', o.dtype)}"
+                         + (", mask=lmask)" if lanes else ")"))
+        self.line(1, f"for start in range(0, row, {block}):")
+        if lanes:
+            self.line(2, "r = start + tl.arange(0, BLOCK_M)[:, None]")
+            self.line(2, "rmask = (r < row) & lmask")
+        else:
+            self.line(2, "r = start + tl.arange(0, BLOCK)")
+            self.line(2, "rmask = r < row")
         self.line(2, f"i{r} = r")
         self.compute(self.needed([st.args[0] for st in scans]), 2, True, "rmask")
         for st in scans:
@@ -81,12 +130,14 @@ class ScanEmitter:
             self.store(k, o, 2, "rmask", True)
         self.elem_done.clear()
 
-    def scan_element_level(self, r) -> tuple:
-        """Per statement: whether it varies along the scanned axis (a scan does)."""
+    def scan_element_level(self, axes) -> tuple:
+        """Per statement: whether it varies along ``axes``, the axes a program's
+        block spans (the scanned one, and the lanes' axis); a scan does."""
         elem = []
         for st in self.s.body:
             if st.op == "load":
-                elem.append(self.s.inputs[st.attr].index.strides[r] != 0)
+                strides = self.s.inputs[st.attr].index.strides
+                elem.append(any(strides[a] != 0 for a in axes))
             elif st.op in ("scalar", "const"):
                 elem.append(False)
             else:
@@ -109,15 +160,16 @@ class ScanEmitter:
         """The scan of one block, plus the carry in; the carry out."""
         kind, at = st.attr[0].combine, _COMPUTE_T[st.dtype]
         ident = _IDENTITY[kind]
+        shape, keep = self.scan_shape
         x = self.var(st.args[0])
         if not self.elem[st.args[0]]:
-            x = f"tl.broadcast_to({x}, [BLOCK])"
+            x = f"tl.broadcast_to({x}, {shape})"
         xs, c = f"x{st.id}", f"carry{st.id}"
         self.line(depth, f"{xs} = tl.where(rmask, {x}.to({at}), {ident})")
         if kind == "sum":
             self.line(depth, f"v{st.id} = tl.cumsum({xs}, axis=0) + {c}")
-            self.line(depth, f"{c} = {c} + tl.sum({xs}, axis=0)")
+            self.line(depth, f"{c} = {c} + tl.sum({xs}, axis=0{keep})")
         else:
             self.line(depth, f"v{st.id} = tl.cumprod({xs}, axis=0) * {c}")
-            self.line(depth, f"{c} = {c} * tl.reduce({xs}, 0, lzm.mul_combine)")
+            self.line(depth, f"{c} = {c} * tl.reduce({xs}, 0, lzm.mul_combine{keep})")
         self.elem_done.add(st.id)

@@ -264,3 +264,17 @@ def test_compiled_scan_kernel_is_named_and_recorded(backend):
     (kernel,) = record.kernels
     assert "cumsum" in kernel.name and "cumsum" in kernel.ops
     assert ("tl.cumsum" if backend == "triton" else "scan along axis") in kernel.source
+
+
+def test_a_strided_scan_axis_scans_contiguous_lanes_in_c_and_triton():
+    """cumsum(x, axis=0) of a row-major matrix: neighbouring rows of the last
+    axis scan together, so loads and stores run along contiguous memory."""
+    from lazyrt.codegen.c import emit_c
+    x = lr.tensor(np.ones((300, 70), np.float32))
+    columns = plan_of(lr.cumulative_sum(x, axis=0)).kernels[0]
+    rows = plan_of(lr.cumulative_sum(x, axis=1)).kernels[0]
+    assert "rows of axis 1 at a time" in emit_c(columns).source
+    assert "one row per iteration" in emit_c(rows).source
+    triton = pytest.importorskip("lazyrt.codegen.triton")
+    assert triton.emit_triton(columns).kind == "scan_lanes"
+    assert triton.emit_triton(rows).kind == "scan"

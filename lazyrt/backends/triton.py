@@ -206,6 +206,9 @@ class _Kernel:
         elif tk.kind == "scan":
             from ..codegen.triton_scan import scan_block
             self.meta.update(BLOCK=scan_block(tk.row), num_warps=4)
+        elif tk.kind == "scan_lanes":
+            from ..codegen.triton_scan import LANES_TILE
+            self.meta.update(LANES_TILE, num_warps=4)
 
     def run(self, bufs, fa):
         if self.empty:
