@@ -57,6 +57,7 @@ setup(
     extras_require={
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2",
                  "array-api-compat", "scikit-learn",
+                 "expecttest",  # torch's OpInfo database (tests/test_torch_opinfo.py) imports it
                  "jax[cpu]"],
         "torch": ["torch"],
         "jax": ["jax[cpu]"],

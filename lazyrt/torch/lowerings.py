@@ -129,7 +129,8 @@ UNARY = [
     (aten.sigmoid, P.sigmoid, KIND.INT_TO_FLOAT),
     (aten.erf, P.erf, KIND.INT_TO_FLOAT),
     (aten.reciprocal, P.reciprocal, KIND.INT_TO_FLOAT),
-    (aten.sign, P.sign, KIND.DEFAULT),
+    (aten.sign, lambda x: P.astype(x, x.dtype) if x._node.dtype == D.BOOL else P.sign(x),
+     KIND.DEFAULT),
     (aten.floor, P.floor, KIND.DEFAULT),
     (aten.ceil, P.ceil, KIND.DEFAULT),
     (aten.logical_not, P.logical_not, KIND.ALWAYS_BOOL),
@@ -251,12 +252,26 @@ def _dims(dim):
     return tuple(dim) if isinstance(dim, (list, tuple)) else (dim,)
 
 
+def _scalar_reduction(x, dim):
+    """torch lets a 0-d tensor be reduced over dim 0 or -1 (as if it had one axis):
+    the reduction is then the value itself."""
+    if x.ndim or dim is None:
+        return False
+    for d in _dims(dim) or ():
+        if d not in (0, -1):
+            raise IndexError(f"lazyrt.torch: dimension out of range (expected to be in "
+                             f"range of [-1, 0], but got {d})")
+    return True
+
+
 def _sum(a, dim=None, keepdim=False, *, dtype=None):
     x = value(a)
     if dtype is not None:
         x = P.astype(x, D.DTYPES[code_of(dtype)])
     elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
         x = P.astype(x, D.int64)
+    if _scalar_reduction(x, dim):
+        return P.astype(x, x.dtype)
     return S.sum(x, _dims(dim), keepdim)
 
 
@@ -268,17 +283,33 @@ def _mean(a, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"lazyrt.torch: mean(): could not infer output dtype. Input dtype "
                            f"must be either a floating point or complex dtype. Got: "
                            f"{a.dtype}")
+    if _scalar_reduction(x, dim):
+        return P.astype(x, x.dtype)
     return RD.mean(x, _dims(dim), keepdim)
 
 
 def _amax(fn):
-    return lambda a, dim=(), keepdim=False: fn(value(a), _dims(dim), keepdim)
+    def lower(a, dim=(), keepdim=False):
+        x = value(a)
+        return P.astype(x, x.dtype) if _scalar_reduction(x, dim) else fn(x, _dims(dim), keepdim)
+    return lower
 
 
 def _max_dim(fn, arg):
     def lower(a, dim, keepdim=False):
         x = value(a)
+        if _scalar_reduction(x, dim):
+            return P.astype(x, x.dtype), C.full((), 0, D.int64)
         return fn(x, (dim,), keepdim), arg(x, dim, keepdim)
+    return lower
+
+
+def _arg(fn):
+    def lower(a, dim=None, keepdim=False):
+        x = value(a)
+        if _scalar_reduction(x, dim):
+            return C.full((), 0, D.int64)
+        return fn(x, dim, keepdim)
     return lower
 
 
@@ -290,10 +321,8 @@ _register([aten.max.default], lambda a: S.max(value(a)))
 _register([aten.min.default], lambda a: S.min(value(a)))
 _register([aten.max.dim], _max_dim(S.max, S.argmax))
 _register([aten.min.dim], _max_dim(S.min, S.argmin))
-_register([aten.argmax.default], lambda a, dim=None, keepdim=False:
-          S.argmax(value(a), dim, keepdim))
-_register([aten.argmin.default], lambda a, dim=None, keepdim=False:
-          S.argmin(value(a), dim, keepdim))
+_register([aten.argmax.default], _arg(S.argmax))
+_register([aten.argmin.default], _arg(S.argmin))
 
 
 # --- views (value semantics: functionalization keeps the aliasing) -------------------

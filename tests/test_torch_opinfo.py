@@ -1,0 +1,82 @@
+"""Every native aten lowering on PyTorch's own OpInfo sample inputs
+(``op_db``), against eager: values, dtypes and shapes, with no fallback.
+
+CI runs a fixed sample (the first samples of each op and dtype);
+``LAZYRT_TORCH_OPINFO=all`` runs every sample input.
+"""
+import os
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._pytree import tree_flatten, tree_map
+
+import lazyrt as lr
+from lazyrt.torch.lowerings import LOWERINGS
+from lazyrt.torch.testing import assert_same
+
+SAMPLES_PER_CASE = None if os.environ.get("LAZYRT_TORCH_OPINFO") == "all" else 2
+DTYPES = (torch.bool, torch.int64, torch.float32, torch.float64)
+#: OpInfos whose result is uninitialized memory in eager (nothing to compare)
+UNINITIALIZED = {"empty_like", "new_empty", "new_empty_strided"}
+#: OpInfo variants that reach overloads without a native lowering (they decompose or
+#: fall back, and are not what this file checks)
+NOT_NATIVE = {"div.trunc_rounding", "div.floor_rounding"}
+
+
+def _lowered_names():
+    names = {str(k).split(".")[1] for k in LOWERINGS}
+    return names | {f"nn.functional.{n}" for n in names}
+
+
+def _full_name(o):
+    return o.name + ("." + o.variant_test_name if o.variant_test_name else "")
+
+
+OPS = [o for o in op_db if o.name in _lowered_names() and o.name not in UNINITIALIZED
+       and _full_name(o) not in NOT_NATIVE]
+CASES = [pytest.param(o, d, id=f"{_full_name(o)}-{str(d)[6:]}")
+         for o in OPS for d in DTYPES if d in o.supported_dtypes("cpu")]
+
+
+def _lazy(x):
+    return x.to("lazy") if isinstance(x, torch.Tensor) else x
+
+
+def _tolerance(dtype):
+    return {torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12)}.get(dtype, (0, 0))
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    """The numpy backend: what is checked here is each lowering, not the kernels
+    (the native suite checks every backend against it)."""
+    lr.sync()
+    with lr.backend("numpy"):
+        yield
+        lr.sync()
+
+
+@pytest.mark.parametrize("op,dtype", CASES)
+def test_lowering_matches_eager_on_opinfo_samples(oracle, op, dtype):
+    samples = op.sample_inputs("cpu", dtype, requires_grad=False)
+    for i, sample in enumerate(samples):
+        if SAMPLES_PER_CASE is not None and i >= SAMPLES_PER_CASE:
+            break
+        try:
+            want = op(sample.input, *sample.args, **sample.kwargs)
+        except Exception:  # noqa: BLE001 - a sample eager itself refuses: nothing to match
+            continue
+        lr.metrics.reset()
+        got = op(tree_map(_lazy, sample.input), *tree_map(_lazy, sample.args),
+                 **tree_map(_lazy, sample.kwargs))
+        assert lr.metrics.snapshot()["fallbacks"] == {}, sample
+        got_leaves, _ = tree_flatten(got)
+        want_leaves, _ = tree_flatten(want)
+        assert len(got_leaves) == len(want_leaves)
+        for g, w in zip(got_leaves, want_leaves):
+            if isinstance(w, torch.Tensor):
+                rtol, atol = _tolerance(w.dtype)
+                assert_same(g, w, rtol=rtol, atol=atol)
+            else:
+                assert g == w
