@@ -374,11 +374,11 @@ def sibling_refusals(steps, policy) -> list:
         if first.domain != second.domain:
             why = (f"they run over different domains {list(first.domain)} and "
                    f"{list(second.domain)}")
+        elif is_scan(first) != is_scan(second):
+            why = "one scans an axis, the other does not: their loops differ"
         elif first.reduce_axes != second.reduce_axes:
             why = (f"they reduce different axes {list(first.reduce_axes)} and "
                    f"{list(second.reduce_axes)}")
-        elif is_scan(first) != is_scan(second):
-            why = "one scans its axis, the other reduces it: their loops differ"
         else:
             if deps is None:
                 deps = _closures(steps)[0]
