@@ -300,6 +300,16 @@ def test_dlpack_copy_and_stream_options():
         x.__dlpack__(stream=1)
 
 
+def test_a_pre_1_0_dlpack_consumer_gets_a_copy_of_the_read_only_value():
+    x = lr.arange(3.0) * 2
+    versioned = np.from_dlpack(x)                       # DLPack 1.0: read-only, shared
+    assert np.shares_memory(versioned, x.numpy())
+    legacy = x.__dlpack__()                              # no max_version: before 1.0
+    assert type(legacy).__name__ == "PyCapsule"
+    with pytest.raises(BufferError, match="read-only"):
+        x.__dlpack__(copy=False)
+
+
 @pytest.mark.parametrize("dt", DTYPE_NAMES)
 def test_from_dlpack_reads_numpy_and_torch(backend, dt):
     torch = pytest.importorskip("torch")
