@@ -143,3 +143,44 @@ def test_no_grad_eval_detach_and_requires_grad(torch_backend):
     w = torch.ones(2, dtype=torch.float64).to("lazy").requires_grad_()
     (w * w * 3).sum().backward()
     assert_same(w.grad, torch.full((2,), 6.0, dtype=torch.float64))
+
+
+class _NormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 8)
+        self.norm = nn.LayerNorm(8)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = F.silu(self.norm(self.lin(x)))
+        return self.out(torch.softmax(h, -1) * h) + F.log_softmax(h, -1)[:, :4]
+
+
+def test_layer_norm_softmax_silu_gradients_match_eager(torch_backend):
+    torch.manual_seed(7)
+    eager = _NormNet().double()
+    lazy = lt.lazy(copy.deepcopy(eager))
+    x, y = _batch("cross_entropy", 8)
+    lr.metrics.reset()
+    for model, dev in ((eager, "cpu"), (lazy, "lazy")):
+        F.cross_entropy(model(x.to(dev)), y.to(dev)).backward()
+    lt.mark_step()
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    for p, q in zip(eager.parameters(), lazy.parameters()):
+        assert_same(q.grad, p.grad, rtol=1e-10, atol=1e-13)
+
+
+def test_dropout_mask_is_random_and_shared_by_backward(torch_backend):
+    x = torch.ones(200, 50, dtype=torch.float64).to("lazy").requires_grad_()
+    lr.metrics.reset()
+    y = F.dropout(x, 0.25, training=True)
+    y.sum().backward()
+    out, grad = lt.to_cpu(y).detach(), lt.to_cpu(x.grad)
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    kept = out != 0
+    assert abs(kept.double().mean().item() - 0.75) < 0.02      # 10000 draws: 5 sigma
+    assert torch.all(out[kept] == 1 / 0.75)
+    torch.testing.assert_close(grad, out)                      # the same mask both ways
+    again = lt.to_cpu(F.dropout(x, 0.25, training=True)).detach()
+    assert not torch.equal(again, out)                         # a fresh mask each call

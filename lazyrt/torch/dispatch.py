@@ -108,8 +108,8 @@ BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_
 
 # --- randomness: drawn by torch's CPU generator, fed in as data ----------------------------
 
-def _drawn(a, draw):
-    cpu = torch.empty(tuple(a.shape), dtype=a.dtype)
+def _drawn(a, draw, dtype=None):
+    cpu = torch.empty(tuple(a.shape), dtype=dtype or a.dtype)
     draw(cpu)
     return LazyTensor(from_cpu(cpu))
 
@@ -121,6 +121,10 @@ RANDOM = {
         _drawn(a, lambda t: t.uniform_(low, high, generator=generator)),
     aten.bernoulli.p: lambda a, p=0.5, *, generator=None:
         _drawn(a, lambda t: t.bernoulli_(p, generator=generator)),
+    aten.rand_like.default: lambda a, *, dtype=None, generator=None, **_ignored:
+        _drawn(a, lambda t: t.uniform_(0, 1, generator=generator), dtype),
+    aten.randn_like.default: lambda a, *, dtype=None, generator=None, **_ignored:
+        _drawn(a, lambda t: t.normal_(0, 1, generator=generator), dtype),
 }
 
 
@@ -196,7 +200,7 @@ def _decompositions():
               aten.native_layer_norm_backward.default, aten.embedding.default,
               aten.embedding_dense_backward.default, aten.native_dropout.default,
               aten.native_dropout_backward.default, aten.linalg_vector_norm.default,
-              aten.var_mean.correction, aten.gelu_backward.default, aten.silu.default,
+              aten.gelu_backward.default, aten.silu.default,
               aten.silu_backward.default]
     for op in chosen:
         if op in decomposition_table:

@@ -313,7 +313,26 @@ def _arg(fn):
     return lower
 
 
+def _var(a, dim=None, *, correction=None, keepdim=False):
+    x = value(a)
+    if x._node.dtype not in D.FLOATING:
+        raise RuntimeError(f"lazyrt.torch: var(): input dtype should be floating point, "
+                           f"got {a.dtype}")
+    c = 1 if correction is None else correction
+    if _scalar_reduction(x, dim):
+        return RD.var(x, None, False, c)
+    return RD.var(x, _dims(dim), keepdim, c)
+
+
+def _var_mean(a, dim=None, *, correction=None, keepdim=False):
+    x = value(a)
+    mean = RD.mean(x, None if _scalar_reduction(x, dim) else _dims(dim), keepdim)
+    return _var(a, dim, correction=correction, keepdim=keepdim), mean
+
+
 _register([aten.sum.default, aten.sum.dim_IntList], _sum)
+_register([aten.var.correction], _var)
+_register([aten.var_mean.correction], _var_mean)
 _register([aten.mean.default, aten.mean.dim], _mean)
 _register([aten.amax.default], _amax(S.max))
 _register([aten.amin.default], _amax(S.min))
