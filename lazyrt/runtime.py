@@ -155,7 +155,10 @@ def _execute(nodes: list):
     else:
         metrics.cache_hits += 1
     t1 = perf_counter()
-    if level >= 2:
+    if be is _device_backend:
+        results = program.run(values, debug.report_launch if level >= 2 else None,
+                              _dead_params(cap, program))
+    elif level >= 2:
         results = program.run(values, debug.report_launch)
     else:
         results = program.run(values)
@@ -216,11 +219,23 @@ def _bind(be, nodes, cap, program, results):
     global _device_backend
     if getattr(be, "device_values", False):
         _device_backend = be
-        for k, device in program.uploads:  # host data the program put on its device
+        for k, device in program.take_uploads():  # host data it put on its device
             R.keep_device_copy(cap.nodes[cap.params[k]], cap.values[k], device)
         bind_results(nodes, results, True)
     else:
         bind_results(nodes, results)
+
+
+def _dead_params(cap, program) -> tuple:
+    """Positions of the parameters whose device buffer nobody holds but this
+    graph: no tensor, no other pending op, no other node (reference counts
+    exactly as the program expects), so the run may write over them."""
+    nodes, params, values = cap.nodes, cap.params, cap.values
+    owns, refs = _device_backend.owns, sys.getrefcount
+    # a value held only by its node and cap.values (+ the count's argument)
+    return tuple(k for k, expected in program.donation_candidates
+                 if refs(nodes[params[k]]) == expected and owns(values[k])
+                 and refs(values[k]) == 3)
 
 
 def _host_values(values: list) -> list:

@@ -67,6 +67,43 @@ def test_computed_values_stay_on_the_device_until_a_host_read():
         np.testing.assert_array_equal((v + 1.0).numpy(), host * 2.0 + 1.0)
 
 
+def _buffer(t):
+    return t._node.value.unsafe_buffer_pointer()
+
+
+def test_a_buffer_nobody_else_holds_is_donated_and_written_over(fresh_metrics, empty_cache):
+    g = lr.tensor(np.ones(1 << 12))
+    with lr.backend("jax"):
+        w = lr.tensor(np.zeros(1 << 12)) + 1.0
+        lr.sync(w)
+        reused, compiles = [], []
+        for step in range(6):
+            before = _buffer(w)                     # an int: holds nothing
+            w = w - 0.5 * g
+            lr.sync(w)
+            reused.append(_buffer(w) == before)
+            compiles.append(lr.metrics.compiles)
+        assert reused == [True] * 6
+        # the graph, then its donating variant, once: every later step is a hit
+        assert compiles == [compiles[0]] * 6
+        np.testing.assert_array_equal(w.numpy(), np.full(1 << 12, -2.0))
+
+
+@pytest.mark.parametrize("holder", ["tensor", "copy", "pending"])
+def test_a_buffer_someone_still_holds_is_not_donated(holder):
+    with lr.backend("jax"):
+        for _ in range(3):                          # past the first (host-data) step
+            w = lr.tensor(np.arange(8.0)) * 2.0
+            lr.sync(w)
+            kept = {"tensor": lambda: w, "copy": lambda: lr.asarray(w, copy=True),
+                    "pending": lambda: w + 100.0}[holder]()
+            w = w - 1.0
+            lr.sync(w)
+            np.testing.assert_array_equal(kept.numpy(), np.arange(8.0) * 2.0
+                                          + (100.0 if holder == "pending" else 0.0))
+            np.testing.assert_array_equal(w.numpy(), np.arange(8.0) * 2.0 - 1.0)
+
+
 def test_float64_and_int64_are_64_bit_without_changing_jax_config():
     before = jax.config.jax_enable_x64
     with lr.backend("jax"):

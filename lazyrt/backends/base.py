@@ -63,9 +63,12 @@ class Backend(Protocol):
     #: its arrays back as parameters, other backends get host copies, and it
     #: says which values are its arrays with ``owns(value) -> bool`` (and
     #: ``wait(value)`` blocks until one is computed); its
-    #: program's ``uploads`` lists the (parameter position, device array) of
-    #: the read-only host data a run put on the device, which the data leaf
-    #: then holds instead
+    #: program's ``take_uploads()`` gives the (parameter position, device
+    #: array) of the read-only host data a run put on the device, which the
+    #: data leaf then holds instead; its ``donation_candidates`` are
+    #: (parameter position, expected reference count) pairs, and its
+    #: ``run(params, report, dead)`` may write over the buffers of the ``dead``
+    #: ones (the runtime found nobody else holding them)
 
     def compile(self, graph) -> Program:
         """A program for ``graph`` (a :class:`lazyrt.graph.Graph`), built through

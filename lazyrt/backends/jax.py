@@ -20,6 +20,12 @@ graph takes it as it is, and only a host read (``numpy()``, ``item()``,
 asynchronous, as JAX's: a barrier returns once the computation is queued, and a
 host read waits for it.
 
+Donation: a parameter whose device buffer nobody holds but the graph (no
+tensor, no other pending op: the runtime checks reference counts, see
+``runtime._dead_params``) and that has an output's shape and dtype is donated
+(``donate_argnums``), so ``w = w - lr * g`` in a loop writes the new ``w`` over
+the old one. The donating executable is a second compile of the graph, once.
+
 Multi-device (a plan, not built): once lazyrt records collectives, a graph's
 parameters get ``jax.sharding.NamedSharding`` annotations from the user's mesh
 and the jitted function runs SPMD across it; the lowering itself is unchanged.
@@ -28,11 +34,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from time import perf_counter
 
 import numpy as np
 
 from .. import dtypes as D
+from .. import ops
 from ..codegen.jax import emit_graph
 from ..codegen.lowering import EmitError
 from ..compile_record import COMPILED
@@ -66,16 +74,42 @@ class JaxPlan:
 
 
 class JaxProgram:
-    def __init__(self, executable, param_dtypes, record, device):
-        self._run = executable
-        self._dtypes = param_dtypes
+    """One graph's executables (one per set of donated parameters) and how to
+    call them.
+
+    ``donation_candidates`` lists ``(parameter position, expected references)``
+    for the data parameters whose buffer an output could reuse (same shape and
+    dtype); the runtime passes back, as ``dead``, the ones nobody but this graph
+    holds, and the run donates them (``donate_argnums``): XLA writes the result
+    into the old buffer instead of a new one.
+    """
+
+    def __init__(self, function, graph, record, device):
+        self._function = function
+        nodes = graph.nodes
+        self._dtypes = [D.DTYPES[nodes[p].dtype] for p in graph.params]
         self.record = record
         self.kernels = 1
         self._device = device
-        #: (parameter position, device array) of the host data the last run uploaded
-        self.uploads = []
+        self._uploads = []
+        outputs = {(nodes[o].shape, nodes[o].dtype) for o in graph.outputs}
+        uses = [0] * len(nodes)
+        for n in nodes:
+            for i in n.inputs:
+                uses[i] += 1
+        # a dead parameter's node is held by the capture's node list, by each
+        # use in the graph, and by the reference count's own argument
+        self.donation_candidates = tuple(
+            (k, uses[p] + 2) for k, p in enumerate(graph.params)
+            if nodes[p].op is not ops.SCALAR and (nodes[p].shape, nodes[p].dtype) in outputs)
 
-    def run(self, params, report=None):
+    def take_uploads(self) -> list:
+        """(parameter position, device array) of the host data the last run put
+        on the device; the runtime makes their data leaves hold them."""
+        uploads, self._uploads = self._uploads, []
+        return uploads
+
+    def run(self, params, report=None, dead=()):
         import jax
         t0 = perf_counter()
         array = jax.Array
@@ -91,13 +125,43 @@ class JaxProgram:
                     args.append(v)
                 else:  # runtime scalars; memory shared with the user (copy=False)
                     args.append(np.asarray(v, dt))
-            self.uploads = uploads
-            outs = self._run(*args)
+            self._uploads = uploads
+            outs = self._function.executable(dead)(*args)
         if report is not None:
             jax.block_until_ready(outs)  # a timed run waits for the computation
             k = self.record.kernels[0]
             report(k.name, perf_counter() - t0, k.bytes_moved)
         return list(outs)
+
+
+class _Function:
+    """A graph's lowered JAX function, compiled once per set of donated
+    parameters (the set is the same every step of a loop: one extra compile)."""
+
+    def __init__(self, fn, structs, label, source):
+        self._fn, self._structs, self._label, self._source = fn, structs, label, source
+        self._executables = {}
+
+    def executable(self, donate: tuple):
+        exe = self._executables.get(donate)
+        return exe if exe is not None else self.compile(donate)[1]
+
+    def compile(self, donate: tuple = ()):
+        import jax
+        t0 = perf_counter()
+        with jax.enable_x64(True), warnings.catch_warnings():
+            # XLA may reuse fewer donated buffers than offered; that is not the user's concern
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            try:
+                lowered = jax.jit(self._fn, donate_argnums=donate).lower(*self._structs)
+                executable = lowered.compile()
+            except Exception as exc:  # noqa: BLE001 - any trace/compile failure, by name
+                raise CompileError(f"lazyrt: JAX could not compile graph {self._label}: "
+                                   f"{type(exc).__name__}: {exc}\n{self._source}") from None
+        metrics.compiles += 1
+        metrics.compile_time_s += perf_counter() - t0
+        self._executables[donate] = executable
+        return lowered, executable
 
 
 class JaxBackend:
@@ -131,8 +195,7 @@ class JaxBackend:
 
     def compile(self, graph):
         _, launches, record = compile_graph(self, graph, JaxPlan, self._build)
-        dtypes = [D.DTYPES[graph.nodes[p].dtype] for p in graph.params]
-        return JaxProgram(launches[0], dtypes, record, self._device)
+        return JaxProgram(launches[0], graph, record, self._device)
 
     def _build(self, graph, the_plan) -> Built:
         import jax
@@ -149,23 +212,15 @@ class JaxBackend:
         structs = [jax.ShapeDtypeStruct(nodes[p].shape, D.DTYPES[nodes[p].dtype],
                                         sharding=jax.sharding.SingleDeviceSharding(self._device))
                    for p in graph.params]
-        t0 = perf_counter()
-        with jax.enable_x64(True):
-            try:
-                lowered = jax.jit(fn).lower(*structs)
-                executable = lowered.compile()
-            except Exception as exc:  # noqa: BLE001 - any trace/compile failure, by name
-                raise CompileError(f"lazyrt: JAX could not compile graph {graph.key:016x} "
-                                   f"({name}): {type(exc).__name__}: {exc}\n{source}") from None
-        metrics.compiles += 1
-        metrics.compile_time_s += perf_counter() - t0
+        function = _Function(fn, structs, f"{graph.key:016x} ({name})", source)
+        lowered, _ = function.compile()
         op_names = tuple(n.op.name for n in nodes if n.inputs)
         lines = sorted({n.source for n in nodes if n.source})
         comment = f"{len(op_names)} ops as one XLA computation" + (
             f"; from {', '.join(lines[:3])}" + (" ..." if len(lines) > 3 else "")
             if lines else "")
         nbytes = sum(_nbytes(nodes[i]) for i in (*graph.params, *graph.outputs))
-        return Built(executable, name, op_names, comment, source, "jax", COMPILED, nbytes,
+        return Built(function, name, op_names, comment, source, "jax", COMPILED, nbytes,
                      lowered.as_text())
 
 
