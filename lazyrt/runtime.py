@@ -226,10 +226,23 @@ def _bind(be, nodes, cap, program, results):
         bind_results(nodes, results)
 
 
+def _refcounts_read_as_counted() -> bool:
+    """Whether ``sys.getrefcount`` counts an object held once, plus its own
+    argument, as 2 here (interpreters that borrow references may not: then
+    nothing is donated)."""
+    held = [object()]
+    return sys.getrefcount(held[0]) == 2
+
+
+_EXACT_REFCOUNTS = _refcounts_read_as_counted()
+
+
 def _dead_params(cap, program) -> tuple:
     """Positions of the parameters whose device buffer nobody holds but this
     graph: no tensor, no other pending op, no other node (reference counts
     exactly as the program expects), so the run may write over them."""
+    if not _EXACT_REFCOUNTS:
+        return ()
     nodes, params, values = cap.nodes, cap.params, cap.values
     owns, refs = _device_backend.owns, sys.getrefcount
     # a value held only by its node and cap.values (+ the count's argument)
