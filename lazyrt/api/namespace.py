@@ -196,18 +196,19 @@ class __array_namespace_info__:
                 "integral": D.int64, "indexing": D.int64}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
-        """``{name: dtype}`` of the dtypes of ``kind`` (a kind name, a tuple of
-        them, or None for all of them)."""
+        """``{name: dtype}`` of the array API dtypes of ``kind`` (a kind name, a tuple
+        of them, or None for all of them). float16, which the standard does not
+        have, is not listed (``isdtype(lr.float16, "real floating")`` is True)."""
         check_device(device, "__array_namespace_info__().dtypes")
         if kind is None:
-            return {dt.name: dt for dt in D.DTYPES}
+            return {dt.name: dt for dt in D.DTYPES if dt != D.float16}
         if isinstance(kind, tuple):
             out = {}
             for k in kind:
                 out.update(self.dtypes(device=device, kind=k))
             return out
         if isinstance(kind, str) and kind in KINDS:
-            return {dt.name: dt for dt in KINDS[kind]}
+            return {dt.name: dt for dt in KINDS[kind] if dt != D.float16}
         raise ValueError(f"lazyrt.__array_namespace_info__().dtypes: unknown kind {kind!r}; "
                          f"use one of {', '.join(repr(k) for k in KINDS)} or a tuple of them")
 

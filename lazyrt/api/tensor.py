@@ -124,8 +124,13 @@ class Tensor(PW.PointwiseTensor):
         return int(self.item())
 
     def __complex__(self):
-        raise TypeError(f"lazyrt: complex() of a {self.dtype} tensor: lazyrt has no complex "
-                        "dtypes; use float(x)")
+        """The one element as a Python complex (a barrier), as the array API says:
+        ``self + 0j``, and NaN + NaN j for NaN. lazyrt has no complex dtypes; this is
+        only the conversion to a Python number."""
+        value = self.item()
+        if value != value:
+            return complex(value, value)
+        return complex(value)
 
     # -- the array API protocol --
     def __array_namespace__(self, /, *, api_version=None):
