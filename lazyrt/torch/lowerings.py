@@ -252,7 +252,7 @@ def _dims(dim):
     return tuple(dim) if isinstance(dim, (list, tuple)) else (dim,)
 
 
-def _scalar_reduction(x, dim):
+def _dims_of_0d(x, dim):
     """torch lets a 0-d tensor be reduced over dim 0 or -1 (as if it had one axis):
     the reduction is then the value itself."""
     if x.ndim or dim is None:
@@ -270,7 +270,7 @@ def _sum(a, dim=None, keepdim=False, *, dtype=None):
         x = P.astype(x, D.DTYPES[code_of(dtype)])
     elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
         x = P.astype(x, D.int64)
-    if _scalar_reduction(x, dim):
+    if _dims_of_0d(x, dim):
         return P.astype(x, x.dtype)
     return S.sum(x, _dims(dim), keepdim)
 
@@ -283,7 +283,7 @@ def _mean(a, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"lazyrt.torch: mean(): could not infer output dtype. Input dtype "
                            f"must be either a floating point or complex dtype. Got: "
                            f"{a.dtype}")
-    if _scalar_reduction(x, dim):
+    if _dims_of_0d(x, dim):
         return P.astype(x, x.dtype)
     return RD.mean(x, _dims(dim), keepdim)
 
@@ -291,14 +291,14 @@ def _mean(a, dim=None, keepdim=False, *, dtype=None):
 def _amax(fn):
     def lower(a, dim=(), keepdim=False):
         x = value(a)
-        return P.astype(x, x.dtype) if _scalar_reduction(x, dim) else fn(x, _dims(dim), keepdim)
+        return P.astype(x, x.dtype) if _dims_of_0d(x, dim) else fn(x, _dims(dim), keepdim)
     return lower
 
 
 def _max_dim(fn, arg):
     def lower(a, dim, keepdim=False):
         x = value(a)
-        if _scalar_reduction(x, dim):
+        if _dims_of_0d(x, dim):
             return P.astype(x, x.dtype), C.full((), 0, D.int64)
         return fn(x, (dim,), keepdim), arg(x, dim, keepdim)
     return lower
@@ -307,7 +307,7 @@ def _max_dim(fn, arg):
 def _arg(fn):
     def lower(a, dim=None, keepdim=False):
         x = value(a)
-        if _scalar_reduction(x, dim):
+        if _dims_of_0d(x, dim):
             return C.full((), 0, D.int64)
         return fn(x, dim, keepdim)
     return lower
@@ -319,14 +319,14 @@ def _var(a, dim=None, *, correction=None, keepdim=False):
         raise RuntimeError(f"lazyrt.torch: var(): input dtype should be floating point, "
                            f"got {a.dtype}")
     c = 1 if correction is None else correction
-    if _scalar_reduction(x, dim):
+    if _dims_of_0d(x, dim):
         return RD.var(x, None, False, c)
     return RD.var(x, _dims(dim), keepdim, c)
 
 
 def _var_mean(a, dim=None, *, correction=None, keepdim=False):
     x = value(a)
-    mean = RD.mean(x, None if _scalar_reduction(x, dim) else _dims(dim), keepdim)
+    mean = RD.mean(x, None if _dims_of_0d(x, dim) else _dims(dim), keepdim)
     return _var(a, dim, correction=correction, keepdim=keepdim), mean
 
 
@@ -402,8 +402,14 @@ _register(_copies("expand"), lambda a, size, *, implicit=False:
           V.broadcast_to(value(a), tuple(size)))
 _register(_copies("slice"), _slice)
 _register([aten.select.int, aten.select_copy.int], _select)
-_register([aten.transpose.int, aten.transpose_copy.int],
-          lambda a, d0, d1: V.swapaxes(value(a), d0, d1))
+def _transpose(a, d0, d1):
+    x = value(a)
+    if _dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
+        return P.astype(x, x.dtype)
+    return V.swapaxes(x, d0, d1)
+
+
+_register([aten.transpose.int, aten.transpose_copy.int], _transpose)
 _register(_copies("t"), _t)
 _register(_copies("unsqueeze"), lambda a, dim: V.unsqueeze(value(a), dim))
 _register(_copies("squeeze"), _squeeze)
