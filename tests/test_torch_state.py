@@ -91,3 +91,22 @@ def test_clip_grad_norm_matches_eager(torch_backend):
     assert_same(norms[3], norms[1], rtol=1e-12, atol=0)
     for p, q in zip(eager.parameters(), lazy.parameters()):
         assert_same(q.grad, p.grad, rtol=1e-12, atol=1e-15)
+
+
+def test_optimizer_made_before_lazy_steps_the_lazy_parameters(torch_backend):
+    eager = _model(7)
+    model = copy.deepcopy(eager)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)   # before the move
+    assert lt.lazy(model) is model
+    assert all(p is q and p.device.type == "lazy" for p, q in zip(model.parameters(), params))
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    for _ in range(2):
+        for m, o, dev in ((eager, opt_eager, "cpu"), (model, opt, "lazy")):
+            o.zero_grad()
+            m(x.to(dev)).pow(2).sum().backward()
+            o.step()
+    for p, q in zip(eager.parameters(), model.parameters()):
+        assert_same(q, p, rtol=1e-12, atol=1e-14)
+    assert lt.to_cpu(model) is model and params[0].device.type == "cpu"

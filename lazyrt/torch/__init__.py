@@ -36,11 +36,22 @@ def lazy(obj):
     is converted in place (parameters and buffers, as ``module.to`` does) and
     returned, so optimizers created before or after both see lazy parameters."""
     if isinstance(obj, torch.nn.Module):
-        return obj.to(DEVICE)
+        return _move_module(obj, DEVICE)
     if isinstance(obj, torch.Tensor):
         return obj if is_lazy(obj) else obj.to(DEVICE)
     raise TypeError(f"lazyrt.torch.lazy: expected a torch.Tensor or nn.Module, "
                     f"got {type(obj).__name__}")
+
+
+def _move_module(module, device):
+    """``module.to(device)`` keeping each Parameter object (its tensor swapped in
+    place), so an optimizer made before the move steps the moved parameters."""
+    previous = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        return module.to(device)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(previous)
 
 
 def eager(t: torch.Tensor) -> torch.Tensor:
@@ -60,7 +71,7 @@ def to_cpu(obj):
 
     Every pending tensor in a container is computed in one graph."""
     if isinstance(obj, torch.nn.Module):
-        return obj.to("cpu")
+        return _move_module(obj, torch.device("cpu"))
     if isinstance(obj, torch.Tensor):
         return eager(obj) if is_lazy(obj) else obj
     leaves = [t for t in tree_leaves(obj) if is_lazy(t)]
