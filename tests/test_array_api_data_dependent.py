@@ -88,6 +88,14 @@ def test_mask_assign_has_value_semantics(backend):
     assert_exact(y, np.array([1.0, -2.0, 3.0, -4.0]))
 
 
+def test_a_list_of_python_bools_is_a_mask_as_in_numpy(backend):
+    x = lr.asarray([1, 2, 3])
+    x[[True, False, True]] = 0
+    assert_exact(x, np.array([0, 2, 0]))
+    with pytest.raises(IndexError, match="boolean mask alone"):
+        x[[0, 2]] = 5
+
+
 def test_mask_assign_errors_name_the_shapes():
     x = lr.zeros((2, 3))
     with pytest.raises(IndexError, match=r"mask of shape \(3,\).*shape \(2, 3\)"):

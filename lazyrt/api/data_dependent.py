@@ -118,6 +118,8 @@ def is_mask_index(index) -> bool:
         index = index[0]
     if isinstance(index, R.TensorBase):
         return index._node.dtype == D.BOOL
+    if isinstance(index, list) and index and all(type(i) is bool for i in index):
+        return True  # NumPy reads a list of Python bools as a 1-D mask
     return isinstance(index, np.ndarray) and index.dtype == np.bool_
 
 
@@ -133,7 +135,7 @@ def mask_assign(x, index, value):
     from . import pointwise, views  # here: both import the module that imports this one
 
     mask = index[0] if isinstance(index, tuple) else index
-    mask = mask if isinstance(mask, R.TensorBase) else asarray(mask)
+    mask = mask if isinstance(mask, R.TensorBase) else asarray(np.asarray(mask, dtype=bool))
     if mask.shape != x.shape[:mask.ndim]:
         raise IndexError(f"lazyrt.setitem: boolean mask of shape {mask.shape} does not match "
                          f"the leading axes of a tensor of shape {x.shape}")

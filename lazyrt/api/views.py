@@ -195,8 +195,9 @@ def setitem(x, index, value):
     """``x[index] = value`` with value semantics: ``x`` gets a new node."""
     parsed = S.parse_index(x.shape, index)
     if parsed is None:
-        raise IndexError("lazyrt: assignment supports basic indexing only (ints, slices, "
-                         "None, ...); use lr.where for masks")
+        raise IndexError("lazyrt: assignment supports basic indexing (ints, slices, None, "
+                         "...) and a boolean mask alone (x[mask] = v); for integer arrays, "
+                         "build the result with lr.where")
     spec, out_shape = parsed
     if type(value) is int and x._node.dtype in D.INTEGRAL:
         info = np.iinfo(x.dtype)  # NumPy refuses, rather than wraps, such a Python int
