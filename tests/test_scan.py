@@ -41,7 +41,7 @@ def expected_scan(name, a, axis=None, dtype=None, include_initial=False):
     fn = SCANS[name][1]
     with np.errstate(all="ignore"):
         got = fn(a.astype(wide), axis=axis, include_initial=include_initial)
-    return got.astype(out)
+        return got.astype(out)
 
 
 def float_tolerance(result_dtype, a, axis):
@@ -278,3 +278,22 @@ def test_a_strided_scan_axis_scans_contiguous_lanes_in_c_and_triton():
     triton = pytest.importorskip("lazyrt.codegen.triton")
     assert triton.emit_triton(columns).kind == "scan_lanes"
     assert triton.emit_triton(rows).kind == "scan"
+
+
+@pytest.mark.parametrize("op", [op for op in ops.OPS if op.kind == ops.SCAN], ids=str)
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int64", "float16", "float32", "float64"])
+def test_every_scan_op_is_emitted_by_c_and_triton(op, dtype):
+    """The emitters lay scans out by the op table's ``combine``: each scan op
+    of every dtype emits on both (a combine they lack would be refused by name)."""
+    from lazyrt.codegen.c import emit_c
+    x = lr.tensor(np.ones((4, 6), dtype))
+    fn = {ops.CUMSUM: lr.cumulative_sum, ops.CUMPROD: lr.cumulative_prod}[op]
+    for axis in (0, 1):
+        (spec,) = plan_of(fn(x, axis=axis, include_initial=True)).kernels
+        assert any(st.op == "scan" and st.attr[0] is op for st in spec.body)
+        assert op.name in emit_c(spec).source.split("\n", 1)[0] + spec.name
+        try:
+            from lazyrt.codegen.triton import emit_triton
+        except ImportError:
+            continue
+        assert emit_triton(spec).kind in ("scan", "scan_lanes")
