@@ -24,6 +24,7 @@ from torch._decomp import core_aten_decompositions, decomposition_table
 from torch.utils._pytree import tree_map
 
 from .. import _recorder as R
+from .. import dtypes as D
 from ..api import creation as C
 from ..errors import PerformanceWarning
 from ..metrics import metrics
@@ -268,5 +269,4 @@ def fallback(func, args, kwargs):
 
 def empty_value(shape, dtype):
     """A lazy value of ``shape`` and torch ``dtype`` (zeros: never uninitialized)."""
-    from .. import dtypes as D
     return C.full(tuple(shape), 0, D.DTYPES[code_of(dtype)])

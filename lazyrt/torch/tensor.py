@@ -17,6 +17,7 @@ Values cross between the two with :func:`wrap` and :func:`unwrap`.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -110,8 +111,13 @@ def from_cpu(t: torch.Tensor):
     return _lr_tensor(t.resolve_conj().resolve_neg().numpy(force=True))
 
 
+_LAZYRT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
 def user_frame():
-    """The innermost frame outside lazyrt and torch: the user's line."""
+    """The innermost frame outside lazyrt and torch: the user's line (lazyrt's
+    recorder skips only its own frames, which would name torch's modules here)."""
     f = sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
@@ -120,11 +126,6 @@ def user_frame():
             return f
         f = f.f_back
     return None
-
-
-import os as _os  # noqa: E402  (only for the two prefixes below)
-_LAZYRT_DIR = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-_TORCH_DIR = _os.path.dirname(_os.path.abspath(torch.__file__))
 
 
 def count_materialization():
@@ -145,9 +146,7 @@ def compute(value) -> np.ndarray:
 
 def to_torch_cpu(value) -> torch.Tensor:
     """A lazyrt tensor's value as a fresh, writable CPU torch tensor (a barrier)."""
-    arr = np.array(compute(value), copy=True)
-    return torch.from_numpy(arr) if arr.ndim else torch.tensor(arr.item(),
-                                                               dtype=TORCH_OF_CODE[value._node.dtype])
+    return torch.from_numpy(np.array(compute(value), copy=True))
 
 
 def runtime_scalar(value, code: int):
