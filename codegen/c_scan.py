@@ -51,8 +51,10 @@ class ScanEmitter:
         (r,) = self.red
         last = len(s.domain) - 1
         if r != last:
-            self.scan_lanes(r, last, scans)
+            self.scan_lanes(r, last, scans, SCAN_LANES)
         else:
+            # rows one at a time: interleaving 8 rows of a 2048 x 2048 float32
+            # matrix (8 KB apart: the same cache sets) took 13 ms, not 3.8 ms
             self.scan_rows(r, scans)
 
     # -- pieces --
@@ -128,11 +130,11 @@ class ScanEmitter:
         self.line(depth, "}")
         self.scan_close_outer(outer)
 
-    def scan_lanes(self, r, last, scans):
-        """Blocks of SCAN_LANES rows along the last axis scan together: the
-        innermost loop runs over the lanes, contiguous in memory."""
+    def scan_lanes(self, r, last, scans, lanes):
+        """Blocks of ``lanes`` rows along outer axis ``last`` scan together, one
+        accumulator each: the innermost loop runs over the lanes (contiguous in
+        memory when ``last`` is the innermost domain axis)."""
         outer = [a for a in self.outer if a != last] + [last]
-        lanes = SCAN_LANES
         self.line(1, f"/* scan along axis {r}: {lanes} rows of axis {last} at a time, "
                      "one accumulator per lane */")
         depth = self.scan_open_outer(outer, {last: lanes})

@@ -297,3 +297,11 @@ def test_every_scan_op_is_emitted_by_c_and_triton(op, dtype):
         except ImportError:
             continue
         assert emit_triton(spec).kind in ("scan", "scan_lanes")
+
+
+def test_bytes_moved_counts_the_initial_element_of_each_row():
+    x = lr.tensor(np.ones((8, 16), np.float32))
+    plain = plan_of(lr.cumulative_sum(x, axis=1)).kernels[0]
+    initial = plan_of(lr.cumulative_sum(x, axis=1, include_initial=True)).kernels[0]
+    assert plain.bytes_moved() == 2 * 8 * 16 * 4
+    assert initial.bytes_moved() == (8 * 16 + 8 * 17) * 4

@@ -115,6 +115,13 @@ class KernelSpec:
                 if stride != 0:
                     n *= size
             total += n * itemsize(io.dtype)
+        for o in self.outputs:  # a scan's include_initial: one more element per row
+            if any(self.body[k].op == "scan" and self.body[k].attr[1]
+                   for k in statements_needed(self, [o.value])):
+                rows = 1
+                for a in self.outer_axes:
+                    rows *= self.domain[a]
+                total += rows * itemsize(o.dtype)
         return total
 
     def describe(self) -> str:
