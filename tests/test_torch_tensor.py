@@ -84,6 +84,7 @@ def test_parameter_data_update_is_seen_by_the_parameter(torch_backend):
     lambda d: torch.full_like(torch.ones(2, dtype=torch.int32).to(d), 7),
     lambda d: torch.empty(3, device=d).fill_(True),
     lambda d: torch.eye(3, device=d),
+    lambda d: torch.tensor([[1, 2], [3, 4]], device=d) * 2,
 ])
 def test_factories_on_the_lazy_device(torch_backend, factory):
     got = factory("lazy")
@@ -149,3 +150,12 @@ def test_mark_step_computes_everything_pending(torch_backend):
     lt.mark_step()
     assert not lr.runtime.R.any_live_pending()
     assert_same(y, torch.arange(4.0) * 2)
+
+
+def test_tensor_constructor_on_lazy_aliases_like_any_lazy_tensor(torch_backend):
+    def prog(dev):
+        t = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device=dev)
+        t[0, 0] = 9
+        t.view(-1).mul_(2)
+        return t
+    assert_same(prog("lazy"), prog("cpu"))

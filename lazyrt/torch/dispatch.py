@@ -29,6 +29,8 @@ from ..api import creation as C
 from ..errors import PerformanceWarning
 from ..metrics import metrics
 from .lowerings import LOWERINGS
+from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
+from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
 from .operands import check_devices
 from .tensor import (LazyTensor, code_of, compute, count_materialization, user_frame,
@@ -68,7 +70,9 @@ def _dispatch(func, args, kwargs):
     if lower is not None:
         if func is not _COPY:  # copy_ is how data moves between devices
             check_devices(func, args)
-        return _lazy(lower(*args, **kwargs))
+        out = lower(*args, **kwargs)
+        if out is not NotImplemented:  # a form the lowering does not take: go on
+            return _lazy(out)
     random = RANDOM.get(func)
     if random is not None:
         return random(*args, **kwargs)
@@ -104,7 +108,17 @@ def _to_copy(a, *, dtype=None, layout=None, device=None, pin_memory=None,
     return out.to(device=device, dtype=dtype or out.dtype)
 
 
-BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_copy}
+def _lift_fresh(a):
+    # torch.tensor(data, device="lazy") builds a raw lazy tensor below functionalization,
+    # then lifts it: from user code, the lift wraps it as every user tensor is wrapped
+    # (depth 1: called by torch itself, not from inside a lowering or decomposition)
+    if depth() == 1:
+        return torch._to_functional_tensor(LazyTensor(a.value))
+    return LazyTensor(a.value)
+
+
+BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_copy,
+            aten.lift_fresh.default: _lift_fresh}
 
 
 # --- randomness: drawn by torch's CPU generator, fed in as data ----------------------------

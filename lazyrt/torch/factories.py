@@ -52,6 +52,16 @@ def _on_cpu(op):
     return kernel
 
 
+def _copy_from(src, dst, non_blocking=False):
+    """A CPU tensor copied into a raw lazy tensor (``torch.tensor(data, device="lazy")``
+    builds one below functionalization)."""
+    if type(dst) is not LazyTensor:
+        raise RuntimeError(f"lazyrt.torch: cannot copy into {type(dst).__name__} on "
+                           f"{dst.device}; copy into a lazy tensor made by lazyrt")
+    dst.value = from_cpu(src.to(dst.dtype).expand(dst.shape))
+    return dst
+
+
 def install():
     """Register the kernels (once per process)."""
     global _lib
@@ -60,6 +70,7 @@ def install():
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("empty.memory_format", _empty, "Lazy")
     lib.impl("empty_strided", _empty_strided, "Lazy")
+    lib.impl("_copy_from", _copy_from, "Lazy")
     for name in CPU_COMPUTED:
         packet, _, overload = name.partition(".")
         lib.impl(name, _on_cpu(getattr(getattr(torch.ops.aten, packet), overload or "default")),

@@ -5,7 +5,9 @@ arguments that returns lazyrt tensors (the dispatcher wraps them). The
 pointwise part is generated from tables (overloads, lazyrt function, torch's
 promotion kind); the rest (reductions, views, scatters, matmul, creation-likes)
 are one short function per *form*, registered for every overload of it,
-functionalization's ``*_copy`` variants included.
+functionalization's ``*_copy`` variants included. Beside this file:
+``creation.py`` (``ones_like``, ``fill``, ``copy``...), ``indexing.py``
+(``index``, ``sort``, ``cumsum``...), ``losses.py`` (``nll_loss``).
 
 Dtypes follow torch: each operand is cast to the computation dtype torch's
 promotion picks before lazyrt sees it, so lazyrt's NumPy rule never decides.
@@ -216,7 +218,43 @@ def _clamp(a, lo=None, hi=None):
     return out
 
 
+def _div_mode(a, b, *, rounding_mode=None):
+    if rounding_mode is None:
+        return LOWERINGS[aten.div.Tensor](a, b)
+    comp, out = promoted(KIND.DEFAULT, a, b)
+    x, y = operand(a, comp), operand(b, comp)
+    if rounding_mode == "floor":
+        return P.floor_divide(x, y)  # NumPy's floor division is torch's (Python's)
+    if comp in D.FLOATING:
+        return P.trunc(P.divide(x, y))
+    q = P.floor_divide(x, y)  # integer truncation: floor, moved toward zero
+    inexact = P.logical_and(P.remainder(x, y) != runtime_scalar(0, comp),
+                            (x < runtime_scalar(0, comp)) != (y < runtime_scalar(0, comp)))
+    return q + P.astype(inexact, D.DTYPES[comp])
+
+
+def _leaky_relu(a, slope=0.01):
+    x = value(a)
+    return S.where(x > runtime_scalar(0, x._node.dtype), x, x * operand(slope, x._node.dtype))
+
+
 _register([aten.relu.default], _relu)
+_register([aten.div.Tensor_mode, aten.div.Scalar_mode], _div_mode)
+_register([aten.remainder.Tensor, aten.remainder.Scalar],
+          _binary(P.remainder, KIND.DEFAULT))
+_register([aten.trunc.default], _unary(P.trunc, KIND.DEFAULT))
+_register([aten.leaky_relu.default], _leaky_relu)
+def _hardtanh(a, lo=-1, hi=1):
+    x = value(a)
+    if x._node.dtype in D.FLOATING:
+        return _clamp(a, lo, hi)
+    # torch clamps an integer tensor in float and truncates back (bounds are not promoted)
+    y = P.minimum(P.maximum(P.astype(x, D.float64), operand(lo, D.FLOAT64)),
+                  operand(hi, D.FLOAT64))
+    return P.astype(y, x.dtype)
+
+
+_register([aten.hardtanh.default], _hardtanh)
 _register([aten.gelu.default], _gelu)
 _register([aten.where.self], _where)
 _register([aten.lerp.Scalar, aten.lerp.Tensor], _lerp)
@@ -239,8 +277,8 @@ def _to_dtype(a, dtype=None, **_ignored):
 
 _register([aten._to_copy.default], _to_dtype)  # to the CPU is a barrier (dispatch.py)
 _register([aten.alias.default, aten.alias_copy.default, aten.detach.default,
-           aten.detach_copy.default, aten.clone.default, aten.lift_fresh.default,
-           aten.lift_fresh_copy.default, aten.contiguous.default],
+           aten.detach_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
+           aten.contiguous.default],
           lambda a, *args, **kwargs: P.astype(value(a), value(a).dtype))
 
 
@@ -272,7 +310,7 @@ def _sum(a, dim=None, keepdim=False, *, dtype=None):
         x = P.astype(x, D.int64)
     if _dims_of_0d(x, dim):
         return P.astype(x, x.dtype)
-    return S.sum(x, _dims(dim), keepdim)
+    return P.astype(S.sum(x, _dims(dim), keepdim), x.dtype)  # lazyrt: bool sum is int64
 
 
 def _mean(a, dim=None, keepdim=False, *, dtype=None):
@@ -336,6 +374,29 @@ _register([aten.var_mean.correction], _var_mean)
 _register([aten.mean.default, aten.mean.dim], _mean)
 _register([aten.amax.default], _amax(S.max))
 _register([aten.amin.default], _amax(S.min))
+def _logical(fn):
+    def lower(a, dim=None, keepdim=False):
+        x = value(a)
+        if _dims_of_0d(x, dim):
+            return P.astype(x, D.bool_)
+        return fn(x, _dims(dim), keepdim)
+    return lower
+
+
+def _prod(a, dim=None, keepdim=False, *, dtype=None):
+    x = value(a)
+    if dtype is not None:
+        x = P.astype(x, D.DTYPES[code_of(dtype)])
+    elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
+        x = P.astype(x, D.int64)
+    if _dims_of_0d(x, dim):
+        return P.astype(x, x.dtype)
+    return P.astype(RD.prod(x, _dims(dim), keepdim), x.dtype)  # lazyrt: bool prod is int64
+
+
+_register(_variants(aten.any, "default", "dim", "dims"), _logical(S.any))
+_register(_variants(aten.all, "default", "dim", "dims"), _logical(S.all))
+_register([aten.prod.default, aten.prod.dim_int], _prod)
 _register([aten.max.default], lambda a: S.max(value(a)))
 _register([aten.min.default], lambda a: S.min(value(a)))
 _register([aten.max.dim], _max_dim(S.max, S.argmax))
@@ -492,46 +553,3 @@ _register([aten.bmm.default], _mm("bmm"))
 _register([aten.dot.default], _mm("dot"))
 _register([aten.mv.default], _mm("mv"))
 _register([aten.addmm.default, aten.baddbmm.default], _addmm)
-
-
-# --- creation-likes (inside lowerings and autograd) --------------------------------------
-
-def _full_of(shape, fill, dtype):
-    code = code_of(dtype)
-    return C.full(tuple(shape), D.DTYPES[code].type(fill).item(), D.DTYPES[code])
-
-
-def _like(fill):
-    def lower(a, *, dtype=None, **_ignored):
-        return _full_of(a.shape, fill, dtype or a.dtype)
-    return lower
-
-
-def _new(fill):
-    def lower(a, size, *args, dtype=None, **_ignored):
-        return _full_of(size, fill, dtype or a.dtype)
-    return lower
-
-
-def _copy(dst, src, non_blocking=False):
-    if type(src) is not type(dst) and isinstance(src, torch.Tensor) and src.device.type != "lazy":
-        from .tensor import from_cpu
-        v = from_cpu(src)
-    else:
-        v = value(src)
-    v = P.astype(v, D.DTYPES[code_of(dst.dtype)])
-    return v if tuple(v.shape) == tuple(dst.shape) else V.broadcast_to(v, tuple(dst.shape))
-
-
-_register([aten.ones_like.default], _like(1))
-_register([aten.zeros_like.default, aten.empty_like.default], _like(0))
-_register([aten.full_like.default], lambda a, fill, *, dtype=None, **_k:
-          _full_of(a.shape, fill, dtype or a.dtype))
-_register([aten.new_ones.default], _new(1))
-_register([aten.new_zeros.default, aten.new_empty.default, aten.new_empty_strided.default],
-          _new(0))
-_register([aten.new_full.default], lambda a, size, fill, *, dtype=None, **_k:
-          _full_of(size, fill, dtype or a.dtype))
-_register([aten.fill.Scalar], lambda a, fill: _full_of(a.shape, fill, a.dtype))
-_register([aten.zero.default], lambda a: _full_of(a.shape, 0, a.dtype))
-_register([aten.copy.default], _copy)
