@@ -40,6 +40,7 @@ _PRELUDE = """\
 #include <math.h>
 #include <omp.h>
 #include "lazyrt_math.h"
+#include "lazyrt_random.h"
 /* float16 values are computed in float and rounded after every op, as NumPy does */
 static inline float lz_h(float x) { return (float)(_Float16)x; }
 /* double to float16 in one rounding (through float it would round twice) */

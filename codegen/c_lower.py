@@ -193,6 +193,13 @@ def select(code, t, c, a, b):
     return f"({c} ? {a} : {b})"
 
 
+def philox(code, t, seed, position):
+    """Word ``position`` of seed's Philox4x32-10 stream (kernels/lazyrt_random.h)."""
+    if code != D.INT64:
+        raise EmitError(f"on {D.NAMES[code]} (seed and position are int64)")
+    return f"lz_philox_word({seed}, {position})"
+
+
 _REDUCE_INIT = {
     "sum": lambda t, f: "0", "prod": lambda t, f: "1",
     "any": lambda t, f: "0", "all": lambda t, f: "1",

@@ -67,6 +67,7 @@ HEADER = """\
 import triton
 import triton.language as tl
 from lazyrt.kernels import triton_math as lzm
+from lazyrt.kernels import triton_random as lzr
 """
 
 

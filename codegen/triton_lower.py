@@ -187,6 +187,13 @@ def select(code, t, c, a, b):
     return f"tl.where({c}, {a}, {b})"
 
 
+def philox(code, t, seed, position):
+    """Word ``position`` of seed's Philox4x32-10 stream (kernels/triton_random.py)."""
+    if code != D.INT64:
+        raise EmitError(f"on {D.NAMES[code]} (seed and position are int64)")
+    return f"lzr.philox_word({seed}, {position})"
+
+
 def expression(spec, st, var) -> str:
     """The Triton expression of body statement ``st`` (not load/scalar/reduce):
     the op table's Triton lowering of ``st.op``. ``var(sid)`` names the value of

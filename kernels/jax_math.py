@@ -133,3 +133,36 @@ def take(x, indices, axis):
     jax.debug.callback(_index_check, jnp.any((indices < -size) | (indices >= size)), size, axis)
     indices = jnp.where(indices < 0, indices + size, indices)
     return jnp.take(x, indices, axis=axis, mode="clip")
+
+
+# --- counter-based random bits ------------------------------------------------
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
+
+
+def philox_word(seed, position):
+    """Word ``position`` of seed's Philox4x32-10 stream, an int64 in [0, 2^32):
+    output ``p & 3`` of the block with counter (b & 0xffffffff, b >> 32, 0, 0),
+    b = p >> 2, under key (seed & 0xffffffff, seed >> 32), p and seed as uint64
+    (lazyrt's layout, as ``lazyrt.ops.philox4x32_10``; jax.random's threefry is
+    another generator). 32x32 -> 64 bit products in uint64 (the backend runs
+    with x64 enabled)."""
+    seed, position = jnp.broadcast_arrays(seed, position)
+    u32, u64 = jnp.uint32, jnp.uint64
+    p = lax.bitcast_convert_type(position, u64)
+    s = lax.bitcast_convert_type(seed, u64)
+    b = p >> u64(2)
+    c0, c1 = b.astype(u32), (b >> u64(32)).astype(u32)
+    c2 = c3 = jnp.zeros_like(c0)
+    k0, k1 = s.astype(u32), (s >> u64(32)).astype(u32)
+    for r in range(10):
+        if r:
+            k0, k1 = k0 + u32(_PHILOX_W[0]), k1 + u32(_PHILOX_W[1])
+        p0 = c0.astype(u64) * u64(_PHILOX_M[0])
+        p1 = c2.astype(u64) * u64(_PHILOX_M[1])
+        c0, c1, c2, c3 = ((p1 >> u64(32)).astype(u32) ^ c1 ^ k0, p1.astype(u32),
+                          (p0 >> u64(32)).astype(u32) ^ c3 ^ k1, p0.astype(u32))
+    lane = (p & u64(3)).astype(u32)
+    lo = jnp.where((lane & u32(1)) != 0, c1, c0)
+    hi = jnp.where((lane & u32(1)) != 0, c3, c2)
+    return jnp.where((lane & u32(2)) != 0, hi, lo).astype(jnp.int64)

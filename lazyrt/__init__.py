@@ -46,6 +46,7 @@ from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
 from . import backends, metrics, runtime
 from .api import nn
+from .api import random
 
 bool = bool_
 __version__ = "0.1.0"

@@ -284,6 +284,52 @@ WHERE = _def("where", POINTWISE, 3, lambda c, a, b, attrs: np.where(c, a, b),
              c=C.select, triton=T.select, jax=J.select)
 
 
+# --- pointwise: counter-based random bits ----------------------------------
+# Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy
+# as 1, 2, 3", SC11): a pure function of (counter, key), so any element of the
+# stream is computed on its own, in any kernel, on any backend. lazyrt reads the
+# stream as 32-bit words: word ``p`` is output ``p & 3`` of the block with counter
+# (b & 0xffffffff, b >> 32, 0, 0), b = p >> 2, under key (seed & 0xffffffff,
+# seed >> 32), p and seed taken as uint64. lazyrt.api.random builds floats from it.
+_PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # the round multipliers
+_PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # the key schedule's increments (Weyl sequence)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(counter, key) -> tuple:
+    """The four output words of Philox4x32-10 for ``counter`` (four uint32 arrays)
+    and ``key`` (two): NumPy arrays of uint64 holding uint32 values."""
+    c0, c1, c2, c3 = (np.asarray(c, np.uint64) for c in counter)
+    k0, k1 = (np.asarray(k, np.uint64) for k in key)
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + _PHILOX_W[0]) & _LOW32, (k1 + _PHILOX_W[1]) & _LOW32
+        p0, p1 = c0 * np.uint64(_PHILOX_M[0]), c2 * np.uint64(_PHILOX_M[1])  # < 2^64
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & _LOW32, (p0 >> 32) ^ c3 ^ k1, p0 & _LOW32
+    return c0, c1, c2, c3
+
+
+def _philox_word(seed, position, attrs):
+    seed, position = np.broadcast_arrays(seed, position)
+    s, p = seed.astype(np.uint64), position.astype(np.uint64)  # two's complement
+    block = p >> 2
+    words = philox4x32_10((block & _LOW32, block >> 32, 0, 0), (s & _LOW32, s >> 32))
+    lane = p & 3
+    word = np.where(lane == 0, words[0], np.where(lane == 1, words[1],
+                                                  np.where(lane == 2, words[2], words[3])))
+    return word.astype(np.int64)
+
+
+PHILOX = _def("philox", POINTWISE, 2, _philox_word, np.bitwise_xor,
+              "philox(seed, position): word ``position`` of seed's Philox4x32-10 stream, an "
+              "int64 in [0, 2^32); int64 operands only; lazyrt.random makes floats of it",
+              COSTLY, C.philox, T.philox, J.fn("lzj.philox_word"))
+# bitwise_xor's table restricted to int64 (operands that promote to int64 are cast)
+for _table in PHILOX.binary_table:
+    for _row in _table:
+        _row[:] = [p if p == (D.INT64, D.INT64) else (-1, -1) for p in _row]
+
+
 # --- reductions: attrs = (axes, keepdims) ---------------------------------
 def _r(name, fn, identity, accumulator, jax, doc=""):
     return _def(name, REDUCTION, 1,

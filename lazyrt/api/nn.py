@@ -79,3 +79,22 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + bias
     return out
+
+
+def dropout(x, p=0.5, *, seed, offset=0, training=True):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``:
+    ``where(keep, x * (1 / (1 - p)), 0)`` with ``keep = lr.random.dropout_mask(x.shape,
+    p, seed=seed, offset=offset)`` (Philox, counter-based: one kernel with its
+    consumers; ``seed``/``offset`` are runtime scalars, so a fresh mask every step
+    compiles nothing). Advance ``offset`` by ``lr.random.words(x.shape)``.
+    ``training=False`` or ``p == 0`` returns ``x``; ``p == 1`` gives zeros."""
+    from . import random as Rn
+    x = _t(x)
+    _require_float("dropout", x)
+    Rn._check_p(p, "nn.dropout")
+    if not training or p == 0:
+        return x
+    keep = Rn.dropout_mask(x.shape, p, seed=seed, offset=offset)
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - float(p))
+    return P.where(keep, x * scale, 0)
+
