@@ -305,3 +305,17 @@ def test_bytes_moved_counts_the_initial_element_of_each_row():
     initial = plan_of(lr.cumulative_sum(x, axis=1, include_initial=True)).kernels[0]
     assert plain.bytes_moved() == 2 * 8 * 16 * 4
     assert initial.bytes_moved() == (8 * 16 + 8 * 17) * 4
+
+
+def test_two_scans_of_one_buffer_share_a_loop(backend):
+    a = np.random.default_rng(7).uniform(0.5, 1.5, (5, 300)).astype(np.float32)
+    x = lr.tensor(a)
+    s = lr.cumulative_sum(x, axis=1)
+    p = lr.cumulative_prod(x, axis=1, include_initial=True)
+    t = lr.cumulative_sum(x, axis=0).T
+    lr.sync(s, p, t)
+    assert_matches(s, expected_scan("cumulative_sum", a, 1), rtol=1e-6, atol=1e-5)
+    assert_matches(p, expected_scan("cumulative_prod", a, 1, include_initial=True), rtol=1e-5)
+    assert_matches(t, expected_scan("cumulative_sum", a, 0).T, rtol=1e-6, atol=1e-5)
+    if backend in ("c", "triton"):
+        assert len(lr.debug.last_record().kernels) == 2  # the two row scans merged
