@@ -1,4 +1,4 @@
-"""``python -m bench --suite {record,cpu,gpu,all}``: run suites, print, save.
+"""``python -m bench --suite {record,cpu,gpu,torch,all}``: run suites, print, save.
 
 Thread counts for NumPy's BLAS/OpenMP are set by ``bench/__init__.py``,
 which runs before this module and before anything imports NumPy.
@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-SUITES = ("record", "cpu", "gpu")
+SUITES = ("record", "cpu", "gpu", "torch")
 
 
 def parse_args(argv=None):
@@ -23,8 +23,9 @@ def parse_args(argv=None):
     p.add_argument("--png", metavar="PATH", help="bar chart (default: next to the JSON)")
     p.add_argument("--repeats", type=int, default=10, help="timed samples per peer (min 10)")
     p.add_argument("--quick", action="store_true",
-                   help="0.05 s pauses instead of 0.2 s, fewer GPU softmax sizes; same CPU "
-                        "sizes, still >= 10 repeats")
+                   help="0.05 s pauses instead of 0.2 s, fewer GPU softmax sizes, torch "
+                        "steps timed without a warm-up call per sample; same CPU sizes, "
+                        "still >= 10 repeats")
     p.add_argument("--with-reference", action="store_true",
                    help="also time lazyrt's numpy reference backend")
     p.add_argument("--cold-caches", action="store_true",
@@ -69,6 +70,9 @@ def run_suite(suite, args) -> None:
     elif suite == "cpu":
         from bench import cpu as mod
         payload = mod.run(args.repeats, args.quick, args.with_reference)
+    elif suite == "torch":
+        from bench import torch_suite as mod
+        payload = mod.run(args.repeats, args.quick)
     else:
         from bench import gpu as mod
         payload = mod.run(args.repeats, args.quick)

@@ -1,0 +1,189 @@
+"""The three ways the torch suite runs one training step, one builder each.
+
+A step is ``opt.zero_grad(); loss = loss_fn(model(x), y); loss.backward();
+opt.step()`` with AdamW (lr 1e-3, torch's defaults otherwise: the for-loop
+implementation on the CPU and on the lazy device), on one fixed batch:
+
+* ``torch eager`` — the step as written.
+* ``torch.compile`` — the model's forward and the loss compiled as one function
+  (inductor, default mode; AOTAutograd compiles its backward too) and
+  ``opt.step()`` compiled in a function of its own, as torch's optimizer
+  tutorial does; ``zero_grad`` stays eager.
+* ``lazyrt-c`` — the step on lazy tensors through :mod:`lazyrt.torch`, then
+  ``lt.mark_step()`` (one graph per step, the C backend). Each step records its
+  *trace time*: from the step's start to ``mark_step``, less the kernel time of
+  any graph computed before it (a counted fallback computes its inputs).
+
+A builder that cannot run here returns a peer with ``error`` set (shown as
+'n/a' with the reason), as bench/peers.py does.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from bench.peers import reason
+from bench.torch_models import ModelCase
+
+LR = 1e-3
+LAZY_BACKEND = "c"
+
+
+@dataclass
+class StepPeer:
+    """One way to train one model: ``step()`` runs a whole step and returns the
+    loss (computed); ``activate`` runs untimed before each timed sample."""
+    name: str
+    step: Optional[Callable[[], torch.Tensor]] = None
+    activate: Callable[[], None] = lambda: None
+    error: Optional[str] = None
+    trace_s: list = field(default_factory=list)   # lazyrt only: one entry per step
+    extra: dict = field(default_factory=dict)
+
+
+def _training_step(model, opt, loss_fn, x, y, forward=None):
+    forward = forward or (lambda a, b: loss_fn(model(a), b))
+
+    def step():
+        opt.zero_grad()
+        loss = forward(x, y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def eager_peer(case: ModelCase) -> StepPeer:
+    try:
+        model = case.build()
+        x, y = case.batch()
+        opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    except Exception as e:  # a model that cannot be built is a row, not a crash
+        return StepPeer("torch eager", error=reason(e))
+    return StepPeer("torch eager", _training_step(model, opt, case.loss, x, y))
+
+
+def compile_peer(case: ModelCase) -> StepPeer:
+    name = "torch.compile"
+    try:
+        from bench.peers import allow_many_compiles
+        allow_many_compiles()
+        model = case.build()
+        x, y = case.batch()
+        opt = torch.optim.AdamW(model.parameters(), lr=LR)
+        forward = torch.compile(lambda a, b: case.loss(model(a), b))
+        opt_step = torch.compile(lambda: opt.step())
+    except Exception as e:
+        return StepPeer(name, error=reason(e))
+
+    def step():
+        opt.zero_grad()
+        loss = forward(x, y)
+        loss.backward()
+        opt_step()
+        return loss
+    return StepPeer(name, step)
+
+
+def lazyrt_peer(case: ModelCase) -> StepPeer:
+    name = f"lazyrt-{LAZY_BACKEND}"
+    try:
+        import lazyrt as lr
+        import lazyrt.torch as lt
+        from lazyrt.metrics import metrics
+        if LAZY_BACKEND not in lr.available_backends():
+            raise RuntimeError(f"backend {LAZY_BACKEND!r} is not available here "
+                               f"(available: {', '.join(lr.available_backends())})")
+        lr.set_backend(LAZY_BACKEND)
+        model = lt.lazy(case.build())
+        x, y = (t.to("lazy") for t in case.batch())
+        opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    except Exception as e:
+        return StepPeer(name, error=reason(e))
+    inner = _training_step(model, opt, case.loss, x, y)
+    peer = StepPeer(name, activate=lambda: lr.set_backend(LAZY_BACKEND))
+    clock, trace = time.perf_counter, peer.trace_s
+
+    def step():
+        t0, run0 = clock(), metrics.execute_time_s
+        loss = inner()
+        t1, run1 = clock(), metrics.execute_time_s
+        lt.mark_step()
+        trace.append(t1 - t0 - (run1 - run0))
+        return loss
+    peer.step = step
+    return peer
+
+
+def build_peers(case: ModelCase, names) -> list[StepPeer]:
+    """The peers of ``case`` named in ``names``, in a fixed order."""
+    builders = {"lazyrt-c": lazyrt_peer, "torch eager": eager_peer,
+                "torch.compile": compile_peer}
+    return [builders[n](case) for n in builders if n in names]
+
+
+# --- untimed counting passes --------------------------------------------------------
+
+class _AtenCounter:
+    """Counts the aten calls that reach the dispatcher below autograd, on tensors of
+    one device type (for ``lazy``: what lazyrt's ``__torch_dispatch__`` traces,
+    after functionalization; a fallback's own CPU ops are not counted)."""
+
+    def __init__(self, device_type: str):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        counter = self
+
+        def on_device(xs):
+            return any(isinstance(t, torch.Tensor) and t.device.type == device_type
+                       for t in tree_leaves(xs))
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                counter.n += on_device((args, kwargs)) or on_device(out)
+                return out
+        self.n, self.mode = 0, Mode()
+
+
+def count_aten_ops(peer: StepPeer) -> Optional[int]:
+    """Aten ops in one step of an eager or lazy peer (not torch.compile, whose
+    compiled graphs do not dispatch op by op)."""
+    if peer.error or peer.name == "torch.compile":
+        return None
+    peer.activate()
+    counter = _AtenCounter("lazy" if peer.name.startswith("lazyrt") else "cpu")
+    try:
+        with counter.mode:
+            peer.step()
+    except Exception as e:  # counting is information; its failure is reported
+        peer.extra["aten_count_error"] = reason(e)
+        return None
+    return counter.n
+
+
+def lazyrt_step_counters(peer: StepPeer) -> dict:
+    """Graphs, kernel launches, recorded ops, compiles and fallbacks of one
+    steady-state lazy step (differences of ``lazyrt.metrics.snapshot()``)."""
+    import lazyrt as lr
+    peer.activate()
+    before = lr.metrics.snapshot()
+    peer.step()
+    after = lr.metrics.snapshot()
+    out = {k: after[k] - before[k] for k in ("graphs_executed", "kernel_launches",
+                                             "ops_recorded", "compiles", "cache_misses")}
+    out["fallbacks"] = {op: n - before["fallbacks"].get(op, 0)
+                        for op, n in after["fallbacks"].items()
+                        if n - before["fallbacks"].get(op, 0)}
+    return out
+
+
+def dynamo_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+    return int(counters["stats"]["unique_graphs"])

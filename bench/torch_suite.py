@@ -1,0 +1,262 @@
+"""Torch suite: a training step (forward + backward + AdamW) of an MLP and a
+small transformer on lazyrt (``c`` backend, through :mod:`lazyrt.torch`),
+against torch eager and ``torch.compile`` (how each is run: bench/torch_peers.py).
+
+Run: ``python -m bench --suite torch [--quick]``.
+
+One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
+``bench/__init__.py`` before anything loads), float32. Per model:
+
+1. every peer builds the model from the same seed and trains ``CHECK_STEPS``
+   steps on the same batch; their losses are compared with eager's (a mismatch
+   prints in red and stays in the JSON), and the wall time of those first steps
+   gives each peer's compile cost (their time beyond as many steady steps);
+2. the steady state: median of >= 10 interleaved samples after warm-up;
+3. untimed passes: one lazy step's ``lazyrt.metrics`` (graphs, kernel launches,
+   fallbacks) and one step of eager and lazy under a dispatch mode that counts
+   aten ops, for the trace time per op.
+
+The issue's targets: lazyrt's step faster than eager and no slower than
+``torch.compile``; the trace under 20% of the step.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+from bench import report, timing
+from bench.torch_models import model_cases
+from bench import torch_peers as TP
+
+THREADS = 2
+PLOT_YLABEL = "ms per training step (lower is better)"
+PEERS = ("lazyrt-c", "torch eager", "torch.compile")
+CHECK_STEPS = 3          # step 1 creates AdamW's state, step 2 is the steady graph
+LOSS_RTOL = 1e-4
+MAX_TRACE_FRACTION = 0.2
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), or the platform's word for it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Model", "Hardware")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _first_steps(peer: TP.StepPeer) -> None:
+    """Run the first ``CHECK_STEPS`` steps: wall time and loss of each, and for
+    lazyrt what its compiles cost. A step that raises makes the peer 'n/a'."""
+    import lazyrt as lr
+    walls, losses = [], []
+    before = lr.metrics.snapshot()
+    try:
+        for _ in range(CHECK_STEPS):
+            peer.activate()
+            t0 = time.perf_counter()
+            loss = peer.step()
+            walls.append(time.perf_counter() - t0)
+            losses.append(float(loss.item()))
+    except Exception as e:  # a peer that cannot train is reported, not fatal
+        peer.error = TP.reason(e)
+        return
+    after = lr.metrics.snapshot()
+    peer.extra.update(first_steps_s=walls, losses=losses)
+    if peer.name.startswith("lazyrt"):
+        peer.extra.update({k: after[k] - before[k]
+                           for k in ("compiles", "compile_time_s", "disk_cache_hits")})
+    peer.trace_s.clear()
+
+
+def _check_losses(peers) -> None:
+    """Each peer's losses against eager's, step for step (relative error)."""
+    eager = next((p for p in peers if p.name == "torch eager" and not p.error), None)
+    for p in peers:
+        if p.error or eager is None or p is eager:
+            continue
+        errs = [abs(a - b) / max(abs(b), 1e-12)
+                for a, b in zip(p.extra["losses"], eager.extra["losses"])]
+        bad = max(errs) > LOSS_RTOL or any(a != a for a in p.extra["losses"])
+        p.extra.update(check="MISMATCH" if bad else "ok", max_rel_err=max(errs))
+        if bad:
+            report.console.print(
+                f"[bold red]MISMATCH[/] {p.name}: losses {p.extra['losses']} vs eager's "
+                f"{eager.extra['losses']} (max relative error {max(errs):.3g})")
+
+
+def _sample_one_step(peer: timing.Peer) -> float:
+    """--quick: a sample without the warm-up call (a step is tens of ms: a
+    woken thread pool costs nothing next to it)."""
+    peer.activate()
+    t0 = time.perf_counter()
+    for _ in range(peer.number):
+        peer.fn()
+    return (time.perf_counter() - t0) / peer.number
+
+
+def measure_model(case, repeats, quick, names) -> list[dict]:
+    """All peers of one model: first steps and loss check, timing, counting passes."""
+    report.console.print(f"[dim]… {case.name}[/dim]")
+    graphs_before = TP.dynamo_graphs() if "torch.compile" in names else 0
+    peers = TP.build_peers(case, names)
+    for p in peers:
+        if not p.error:
+            _first_steps(p)
+    _check_losses(peers)
+    runnable = [p for p in peers if not p.error]
+    timed = timing.interleaved([timing.Peer(p.name, p.step, p.activate) for p in runnable],
+                               repeats, warmup=1 if quick else 2,
+                               sample=_sample_one_step if quick else None)
+    for p, t in zip(runnable, timed):
+        p.extra.update(median_s=t.median_s, samples_s=t.samples)
+        if p.name.startswith("lazyrt"):
+            p.extra["trace_median_s"] = timing.median(p.trace_s)
+            p.extra["counters"] = TP.lazyrt_step_counters(p)
+        elif p.name == "torch.compile":
+            p.extra["dynamo_graphs"] = TP.dynamo_graphs() - graphs_before
+        p.extra["aten_ops"] = TP.count_aten_ops(p)
+    return [_row(case, p, peers) for p in peers]
+
+
+def _median_ms(peers, name):
+    p = next((p for p in peers if p.name == name and "median_s" in p.extra), None)
+    return p.extra["median_s"] * 1e3 if p else None
+
+
+def _row(case, peer, peers) -> dict:
+    """Numbers for one (model, peer)."""
+    if peer.error:
+        return {"model": case.name, "peer": peer.name, "error": peer.error}
+    x = peer.extra
+    ms = x["median_s"] * 1e3
+    eager_ms, compile_ms = _median_ms(peers, "torch eager"), _median_ms(peers, "torch.compile")
+    first = x["first_steps_s"]
+    row = {"model": case.name, "peer": peer.name, "ms": ms,
+           "vs_eager": ms / eager_ms if eager_ms else None,
+           "vs_compile": ms / compile_ms if compile_ms else None,
+           "compile_s": max(0.0, sum(first) - len(first) * x["median_s"]),
+           "first_steps_s": first, "losses": x["losses"],
+           "check": x.get("check", "reference" if peer.name == "torch eager" else None),
+           "max_rel_err": x.get("max_rel_err"), "aten_ops": x.get("aten_ops"),
+           "samples_ms": [s * 1e3 for s in x["samples_s"]]}
+    if "counters" in x:
+        c, trace_s = x["counters"], x["trace_median_s"]
+        row.update(trace_ms=trace_s * 1e3, trace_pct=100 * trace_s / x["median_s"],
+                   trace_us_per_op=trace_s * 1e6 / x["aten_ops"] if x.get("aten_ops") else None,
+                   kernels=c["kernel_launches"], graphs=c["graphs_executed"],
+                   ops_recorded=c["ops_recorded"], steady_compiles=c["compiles"],
+                   fallbacks=sum(c["fallbacks"].values()), fallback_ops=c["fallbacks"],
+                   lazyrt_compiles=x["compiles"], lazyrt_compile_time_s=x["compile_time_s"],
+                   disk_cache_hits=x["disk_cache_hits"])
+    if "dynamo_graphs" in x:
+        row["graphs"] = x["dynamo_graphs"]
+    return row
+
+
+def _compile_cell(r):
+    if r["peer"].startswith("lazyrt") and r.get("lazyrt_compiles") is not None:
+        return f"{r['compile_s']:.3g} ({r['lazyrt_compiles']} cc, " \
+               f"{r['disk_cache_hits']} disk)"
+    return r["compile_s"]
+
+
+def _trace_cell(r):
+    return f"{r['trace_ms']:.3g} ({r['trace_pct']:.0f}%)" if "trace_ms" in r else None
+
+
+def print_results(rows) -> None:
+    table, styles, last = [], [], None
+    for r in rows:
+        model = r["model"] if r["model"] != last else ""
+        last = r["model"]
+        if "error" in r:
+            table.append([model, r["peer"], "n/a", r["error"]] + [""] * 9)
+            styles.append("dim")
+            continue
+        table.append([model, r["peer"], r["ms"], r["vs_eager"], r["vs_compile"],
+                      _trace_cell(r), r.get("trace_us_per_op"), r.get("aten_ops"),
+                      _compile_cell(r), r.get("kernels"), r.get("graphs"),
+                      r.get("fallbacks"), r["check"]])
+        styles.append("bold red" if r["check"] == "MISMATCH" else
+                      "cyan" if r["peer"].startswith("lazyrt") else None)
+    report.print_table(
+        f"torch suite: training step, forward + backward + AdamW ({THREADS} threads, "
+        f"float32, median)",
+        ["model", "peer", "step ms", "× eager", "× compile", "trace ms (%)", "µs/aten op",
+         "aten ops", "compile s", "kernels", "graphs", "fallbacks", "loss"],
+        table, styles,
+        caption="trace: step start → mark_step, less kernel time of graphs run before it "
+                "(fallbacks). aten ops: one step under a counting dispatch mode (lazy: what "
+                "lazyrt traces). compile s: first 3 steps' wall − 3 steady steps (cc: C "
+                "compiles, disk: kernel-cache hits). kernels, graphs, fallbacks: per steady "
+                "step (torch.compile: dynamo graphs). loss: first 3 losses vs eager's, "
+                f"rtol {LOSS_RTOL:g}.")
+    for r in rows:
+        if r.get("fallback_ops"):
+            report.console.print(f"[yellow]{r['model']}: {r['peer']} falls back on "
+                                 f"{r['fallback_ops']} per step[/]")
+
+
+def targets(rows) -> list[dict]:
+    """The issue's targets for each lazyrt row: faster than eager, no slower than
+    torch.compile, trace under 20% of the step."""
+    out = []
+    for r in rows:
+        if not r["peer"].startswith("lazyrt") or "error" in r:
+            continue
+        checks = {"faster than eager": r["vs_eager"] is not None and r["vs_eager"] < 1,
+                  "no slower than torch.compile":
+                      r["vs_compile"] is not None and r["vs_compile"] <= 1,
+                  f"trace < {MAX_TRACE_FRACTION:.0%} of step":
+                      r["trace_pct"] < 100 * MAX_TRACE_FRACTION}
+        out += [{"model": r["model"], "target": k, "pass": v} for k, v in checks.items()]
+    return out
+
+
+def print_targets(ts) -> None:
+    if ts:
+        report.print_table("lazyrt-c against the issue's targets",
+                           ["model", "target", "result"],
+                           [[t["model"], t["target"], "PASS" if t["pass"] else "FAIL"]
+                            for t in ts],
+                           ["green" if t["pass"] else "red" for t in ts])
+
+
+def run(repeats=timing.MIN_REPEATS, quick=False, tiny=False, peers=None) -> dict:
+    """Train every model with every peer, print the tables, return the data for JSON.
+
+    ``tiny`` shrinks the models (the smoke test); ``peers`` picks peers by name
+    (default: ``PEERS``)."""
+    import torch
+    peers = tuple(peers or PEERS)
+    torch.set_num_threads(THREADS)
+    cpu = cpu_model()
+    report.console.print(f"CPU: {cpu} ({os.cpu_count()} logical CPUs here, torch threads "
+                         f"{THREADS}); shared machines make these numbers noisy")
+    for case in model_cases(tiny):
+        report.console.print(f"  {case.name}: {case.note}")
+    rows = []
+    for case in model_cases(tiny):
+        rows += measure_model(case, repeats, quick, peers)
+        timing.pause()
+    print_results(rows)
+    ts = targets(rows)
+    print_targets(ts)
+    return {"rows": rows, "targets": ts, "cpu_model": cpu, "threads": THREADS,
+            "repeats": max(repeats, timing.MIN_REPEATS), "check_steps": CHECK_STEPS,
+            "loss_rtol": LOSS_RTOL, "peers": list(peers),
+            "models": {c.name: c.note for c in model_cases(tiny)}}
+
+
+def series_for_plot(payload) -> dict:
+    """{model: {peer: ms}} for the bar chart."""
+    series = {}
+    for r in payload["rows"]:
+        if "ms" in r:
+            series.setdefault(r["model"], {})[r["peer"]] = r["ms"]
+    return series

@@ -1,0 +1,76 @@
+"""``python -m bench --suite torch`` in its quickest form: tiny models, the lazyrt
+and eager peers (torch.compile's first compile alone takes longer than this whole
+test; its peer is built the same way and runs in the real suite), and the JSON
+holds every column the table shows. A peer that fails is a row with its reason;
+a loss that differs from eager's is marked."""
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import lazyrt as lr  # noqa: E402
+from bench import __main__ as bench_main  # noqa: E402
+from bench import timing, torch_peers, torch_suite  # noqa: E402
+from bench.torch_models import ModelCase, model_cases  # noqa: E402
+
+needs_c = pytest.mark.skipif("c" not in lr.available_backends(), reason="no C compiler")
+
+LAZY_COLUMNS = {"ms", "vs_eager", "trace_ms", "trace_pct", "trace_us_per_op", "aten_ops",
+                "compile_s", "kernels", "graphs", "fallbacks", "fallback_ops", "check",
+                "losses", "samples_ms"}
+
+
+def test_the_torch_suite_is_registered_and_in_all():
+    assert "torch" in bench_main.SUITES              # --suite all runs SUITES
+    assert bench_main.parse_args(["--suite", "torch", "--quick"]).suite == "torch"
+
+
+@needs_c
+def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch_suite, "model_cases", lambda tiny=False: model_cases(tiny=True))
+    monkeypatch.setattr(torch_suite, "PEERS", ("lazyrt-c", "torch eager"))
+    monkeypatch.setattr(timing, "PAUSE_S", timing.PAUSE_S)   # --quick lowers it globally
+    monkeypatch.setattr(lr.runtime, "_default_backend", lr.runtime._default_backend)
+    out = tmp_path / "torch.json"
+    with lr.backend("c"):
+        assert bench_main.main(["--suite", "torch", "--quick", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["suite"] == "torch" and doc["cpu_model"] and doc["repeats"] >= 10
+    rows = doc["rows"]
+    assert {(r["model"], r["peer"]) for r in rows} == {
+        (c.name, p) for c in model_cases(tiny=True) for p in ("lazyrt-c", "torch eager")}
+    for r in rows:
+        assert "error" not in r, r
+        assert r["ms"] > 0 and len(r["samples_ms"]) >= 10 and len(r["losses"]) == 3
+        if r["peer"] == "torch eager":
+            assert r["check"] == "reference" and r["vs_eager"] == 1 and r["aten_ops"] > 0
+            continue
+        assert LAZY_COLUMNS <= set(r), LAZY_COLUMNS - set(r)
+        assert r["check"] == "ok", r["losses"]
+        assert r["steady_compiles"] == 0 and r["kernels"] > 0 and r["graphs"] >= 1
+        assert 0 < r["trace_ms"] <= r["ms"] * 1.5 and r["aten_ops"] > 10
+        assert r["fallbacks"] == sum(r["fallback_ops"].values())
+    assert {t["target"] for t in doc["targets"]} == {
+        "faster than eager", "no slower than torch.compile", "trace < 20% of step"}
+
+
+def test_a_model_that_cannot_be_built_is_n_a_with_its_reason(capsys):
+    def broken():
+        raise RuntimeError("no such layer")
+    case = ModelCase("broken", broken, lambda: (torch.zeros(1), torch.zeros(1)), None)
+    rows = torch_suite.measure_model(case, 10, True, ("torch eager", "torch.compile"))
+    assert [(r["peer"], r["error"]) for r in rows] == [
+        ("torch eager", "RuntimeError: no such layer"),
+        ("torch.compile", "RuntimeError: no such layer")]
+    torch_suite.print_results(rows)
+    assert "n/a" in capsys.readouterr().out
+
+
+def test_a_loss_that_differs_from_eagers_is_a_mismatch(capsys):
+    peers = [torch_peers.StepPeer(name, extra={"losses": losses}) for name, losses in
+             (("torch eager", [2.0, 1.5, 1.0]), ("lazyrt-c", [2.0, 1.5, 1.0 + 1e-7]),
+              ("torch.compile", [2.0, 1.6, 1.0]))]
+    torch_suite._check_losses(peers)
+    assert [p.extra.get("check") for p in peers] == [None, "ok", "MISMATCH"]
+    assert "MISMATCH" in capsys.readouterr().out
