@@ -252,21 +252,21 @@ INVERT = _u("invert", np.invert, C.invert, T.invert, J.exact("jnp.invert"))
 
 # the array API's (2023.12) remaining unary functions: float functions (ints
 # computed in the float dtype NumPy picks, as exp), special cases C99's
-def _float_fn(name, ufunc, c_name, doc=""):
+def _float_fn(name, ufunc, c_name, doc="", jax=None):
     return _u(name, ufunc, C.float_only(f"lz_{c_name}f", f"lz_{c_name}"),
-              T.float_only(f"lzm.{c_name}"), J.float_only(f"jnp.{ufunc.__name__}"), doc=doc,
-              cost=COSTLY)
+              T.float_only(f"lzm.{c_name}"), J.float_only(jax or f"jnp.{ufunc.__name__}"),
+              doc=doc, cost=COSTLY)
 
 
-ASIN = _float_fn("asin", np.arcsin, "asin")
+ASIN = _float_fn("asin", np.arcsin, "asin", jax="lzj.asin")
 ACOS = _float_fn("acos", np.arccos, "acos")
 ATAN = _float_fn("atan", np.arctan, "atan")
 TAN = _float_fn("tan", np.tan, "tan")
-SINH = _float_fn("sinh", np.sinh, "sinh")
-COSH = _float_fn("cosh", np.cosh, "cosh")
+SINH = _float_fn("sinh", np.sinh, "sinh", jax="lzj.sinh")
+COSH = _float_fn("cosh", np.cosh, "cosh", jax="lzj.cosh")
 ASINH = _float_fn("asinh", np.arcsinh, "asinh")
 ACOSH = _float_fn("acosh", np.arccosh, "acosh", "acosh(1) = +0; NaN below 1")
-ATANH = _float_fn("atanh", np.arctanh, "atanh", "atanh(±1) = ±inf; NaN past 1")
+ATANH = _float_fn("atanh", np.arctanh, "atanh", "atanh(±1) = ±inf; NaN past 1", jax="lzj.atanh")
 LOG2 = _float_fn("log2", np.log2, "log2", "log2(±0) = -inf; powers of two exact")
 LOG10 = _float_fn("log10", np.log10, "log10", "log10(±0) = -inf")
 SIGNBIT = _u("signbit", np.signbit, C.float_only("lz_signbitf", "lz_signbit"),
