@@ -63,12 +63,31 @@ def operand(x, code: int):
     raise TypeError(f"lazyrt.torch: cannot use {_describe(x)} as a tensor operand")
 
 
+#: (kind, default dtype, operand signatures) -> (computation code, result code)
+_PROMOTIONS: dict = {}
+
+
+def _signature(x):
+    # all torch's rule looks at: a tensor's dtype and whether it is 0-d, a number's type
+    if isinstance(x, torch.Tensor):
+        return x.dtype, x.dim() == 0
+    return type(x)
+
+
 def promoted(kind, *args):
     """``(computation code, result code)`` of an elementwise op under torch's
-    promotion rule (dimensioned tensors over 0-d tensors over Python numbers)."""
-    comp, result = elementwise_dtypes(*args, type_promotion_kind=kind)
-    if result is torch.bool and comp is not torch.bool:
-        return code_of(comp), CODE_OF_TORCH[torch.bool]
-    # float16 is computed in float32 by lazyrt's kernels anyway; keep torch's result dtype
-    code = code_of(result)
-    return code, code
+    promotion rule (dimensioned tensors over 0-d tensors over Python numbers).
+
+    torch's own ``elementwise_dtypes`` decides; its answer is cached by the
+    operands' signatures (it costs a few microseconds, a lookup far less)."""
+    key = (kind, torch.get_default_dtype()) + tuple(_signature(a) for a in args)
+    found = _PROMOTIONS.get(key)
+    if found is None:
+        comp, result = elementwise_dtypes(*args, type_promotion_kind=kind)
+        if result is torch.bool and comp is not torch.bool:
+            found = code_of(comp), CODE_OF_TORCH[torch.bool]
+        else:
+            # float16 is computed in float32 by lazyrt's kernels anyway: torch's result dtype
+            found = (code_of(result),) * 2
+        _PROMOTIONS[key] = found
+    return found
