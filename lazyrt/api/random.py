@@ -87,11 +87,13 @@ def _counter(value, name, fn):
 
 
 @functools.lru_cache(maxsize=256)
-def _axis_index(ndim: int, axis: int, size: int, step: int):
+def _axis_index(ndim: int, axis: int, size: int, step: int, narrow: bool):
     """``arange(size) * step`` laid along ``axis`` of an ``ndim``-d shape (size 1
-    elsewhere): a small data leaf, shared by every draw of that shape."""
+    elsewhere): a small data leaf, shared by every draw of that shape; int32 when
+    ``narrow`` (fewer bytes to read), else int64."""
     shape = (1,) * axis + (size,) + (1,) * (ndim - axis - 1)
-    return _leaf((np.arange(size, dtype=np.int64) * step).reshape(shape))
+    values = np.arange(size, dtype=np.int64) * step
+    return _leaf(values.astype(np.int32 if narrow else np.int64).reshape(shape))
 
 
 @functools.lru_cache(maxsize=16)
@@ -102,15 +104,19 @@ def _zero_index(ndim: int):
 def _positions(shape, offset, per_element):
     """Stream positions ``offset + per_element * i`` of the elements of ``shape``,
     built from one small index leaf per axis (broadcast, so they fuse into the
-    consumer: no full-size index array unless the shape is 1-d)."""
+    consumer: no full-size index array unless the shape is 1-d), summed in int32
+    where every position relative to ``offset`` fits, then widened to int64."""
+    narrow = math.prod(shape) * per_element < 2**31
     index, stride = None, per_element
     for axis in reversed(range(len(shape))):
         if shape[axis] != 1:
-            term = _axis_index(len(shape), axis, shape[axis], stride)
+            term = _axis_index(len(shape), axis, shape[axis], stride, narrow)
             index = term if index is None else term + index
         stride *= shape[axis]
     if index is None:  # 0-d, or all sizes 1: one element, at position offset
         index = _zero_index(len(shape))
+    elif narrow:
+        index = P.astype(index, D.DTYPES[D.INT64])
     return index + offset
 
 
