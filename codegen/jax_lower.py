@@ -225,3 +225,17 @@ def scan(name, start):
         return (f"jnp.concatenate([jnp.full({first!r}, {start}, {_jt(n.dtype)}), {out}], "
                 f"axis={axis})")
     return lower
+
+
+# --- gather and scatter_add (attrs as in lazyrt/ops.py) -----------------------------
+
+def gather(n, src, indices):
+    """take_along_axis; an index out of range raises at run time (``lzj.gather``)."""
+    axis, negative = n.attrs
+    return f"lzj.gather({src}, {indices}, {axis}, {negative})"
+
+
+def scatter_add(n, values, indices):
+    """np.add.at into zeros, float16 summed in float32 (``lzj.scatter_add``)."""
+    axis, size, negative = n.attrs
+    return f"lzj.scatter_add({values}, {indices}, {axis}, {size}, {negative})"

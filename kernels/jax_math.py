@@ -184,6 +184,43 @@ def take(x, indices, axis):
     return jnp.take(x, indices, axis=axis, mode="clip")
 
 
+def _gather_check(bad, name, size, axis):
+    if bad:
+        raise IndexError(f"{name}: an index is out of range for axis {axis} of size {size}")
+
+
+def _wrapped(indices, size, axis, negative, name):
+    """Indices checked (IndexError at run time, as on every lazyrt backend; XLA
+    would clamp silently), negative ones counted from the end, then clipped."""
+    import jax
+    low = -size if negative else 0
+    jax.debug.callback(_gather_check, jnp.any((indices < low) | (indices >= size)), name,
+                       size, axis)
+    indices = jnp.where(indices < 0, indices + size, indices)
+    return jnp.clip(indices, 0, max(size - 1, 0))
+
+
+def gather(src, indices, axis, negative):
+    """take_along_axis along ``axis``; src and indices agree off the axis."""
+    idx = _wrapped(indices, src.shape[axis], axis, negative, "lazyrt.take_along_axis")
+    return jnp.take_along_axis(src, idx, axis=axis, mode="clip")
+
+
+def scatter_add(values, indices, axis, size, negative):
+    """zeros with ``size`` along ``axis``, values added at the indices (float16
+    summed in float32, rounded once; bool is or)."""
+    idx = _wrapped(indices, size, axis, negative, "lazyrt.scatter_add")
+    acc = jnp.float32 if values.dtype == jnp.float16 else values.dtype
+    if values.dtype == jnp.bool_:
+        acc = jnp.int32
+    shape = values.shape[:axis] + (size,) + values.shape[axis + 1:]
+    where = tuple(idx if k == axis else
+                  jnp.arange(d).reshape((1,) * k + (d,) + (1,) * (values.ndim - k - 1))
+                  for k, d in enumerate(values.shape))
+    out = jnp.zeros(shape, acc).at[where].add(values.astype(acc), mode="drop")
+    return (out != 0) if values.dtype == jnp.bool_ else out.astype(values.dtype)
+
+
 # --- counter-based random bits ------------------------------------------------
 _PHILOX_M = (0xD2511F53, 0xCD9E8D57)
 _PHILOX_W = (0x9E3779B9, 0xBB67AE85)

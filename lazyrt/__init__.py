@@ -35,6 +35,7 @@ from .api.manipulation import (broadcast_arrays, flip, matrix_transpose, meshgri
                                permute_dims, repeat, roll, take, tensordot, tile, tril, triu,
                                unstack, vecdot)
 from .api.sorting import argsort, searchsorted, sort
+from .api.indexing import index_add, scatter_add, take_along_axis
 from .api import linalg
 from .api.creation import from_dlpack
 from .api.device import Device

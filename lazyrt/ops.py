@@ -14,7 +14,8 @@ Kinds:
   VIEW       reshape / permute / expand / slice: no arithmetic, only indexing
   MATMUL     ``np.matmul`` semantics
   OPAQUE     concat, setslice, take, sort, argsort, searchsorted: work the planner does
-             not fuse into loops (the host runs it, lazyrt/backends/host.py)
+             not fuse into loops (the host runs it, lazyrt/backends/host.py); gather
+             and scatter_add, own kernels on the C and Triton backends
 
 Dtype rules of pointwise ops come from the NumPy ufunc named in ``like``
 (see :mod:`lazyrt.dtypes`). ``cast_inputs`` says whether the recorder casts
@@ -504,6 +505,65 @@ SEARCHSORTED = _def("searchsorted", OPAQUE, 2,
                     lambda a, v, attrs: np.searchsorted(a, v, side=attrs[0]),
                     doc="attrs = (side,): int64 insertion points of v in the sorted 1-D a",
                     jax=J.searchsorted)
+
+# --- indexed reads and accumulating writes along one axis (gather, scatter_add) ------
+# Both iterate over the index tensor's shape; the API broadcasts the operands so
+# that the other axes already agree (stride-0 views cost nothing). attrs end with
+# ``negative``: whether an index in [-n, 0) counts from the end (NumPy) or is an
+# error (torch's gather and embedding). An index out of range raises IndexError when
+# the result is computed, on every backend, and is never read or written.
+
+def check_indices(name, indices, n, negative, where):
+    """Raise IndexError naming ``name`` when an index lies outside [-n, n) (or
+    [0, n) when ``negative`` is false); ``where`` says which axis and shape."""
+    low = -n if negative else 0
+    bad = (indices < low) | (indices >= n)
+    if bad.any():
+        raise IndexError(f"{name}: index {int(indices[bad][0])} is out of range for "
+                         f"{where}; indices must lie in [{low}, {n})")
+
+
+def _gather(src, indices, attrs):
+    axis, negative = attrs
+    n = src.shape[axis]
+    check_indices("lazyrt.take_along_axis", indices, n, negative,
+                  f"axis {axis} of size {n} (source shape {src.shape})")
+    return np.take_along_axis(src, indices.astype(np.int64, copy=False), axis=axis)
+
+
+def scatter_accumulator(code: int) -> int:
+    """The dtype scatter_add accumulates ``code`` in: float16 in float32 (rounded
+    once at the end), every other dtype in itself (ints wrap, bool is or)."""
+    return D.FLOAT32 if code == D.FLOAT16 else code
+
+
+def _scatter_add(values, indices, attrs):
+    axis, size, negative = attrs
+    check_indices("lazyrt.scatter_add", indices, size, negative,
+                  f"axis {axis} of size {size} (values shape {values.shape})")
+    acc = D.DTYPES[scatter_accumulator(D.CODE[values.dtype])]
+    shape = values.shape[:axis] + (size,) + values.shape[axis + 1:]
+    out = np.zeros(shape, acc)
+    idx = indices.astype(np.int64)
+    idx = np.where(idx < 0, idx + size, idx)
+    where = tuple(idx if k == axis else
+                  np.arange(d).reshape((1,) * k + (d,) + (1,) * (values.ndim - k - 1))
+                  for k, d in enumerate(values.shape))
+    with np.errstate(all="ignore"):  # ints wrap, as every backend's sum does
+        np.add.at(out, where, values.astype(acc, copy=False))
+    return out.astype(values.dtype, copy=False)
+
+
+GATHER = _def("gather", OPAQUE, 2, _gather,
+              doc="take_along_axis: out[..., j, ...] = src[..., idx[..., j, ...], ...] along "
+                  "attrs[0]; attrs = (axis, negative); src and idx agree off the axis; "
+                  "result shape idx's, dtype src's",
+              jax=J.gather)
+SCATTER_ADD = _def("scatter_add", OPAQUE, 2, _scatter_add,
+                   doc="out = zeros; out[..., idx[..., r, ...], ...] += values[..., r, ...] in "
+                       "order of r (as np.add.at); attrs = (axis, size, negative); values and "
+                       "idx share a shape; float16 sums in float32",
+                   jax=J.scatter_add)
 
 #: scalar attribute of each reduction op's dtype rule: ints/bool widen to int64
 WIDENING_REDUCTIONS = frozenset({SUM.id, PROD.id})

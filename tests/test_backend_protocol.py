@@ -72,7 +72,8 @@ def test_every_opaque_op_plans_to_a_kind_the_host_runs():
     y[0, 1:] = lr.tensor(np.array([-1.0, -2.0], np.float32))
     v = x.reshape(-1)
     moved = (lr.take(v, lr.asarray([2, 0])), lr.sort(x), lr.argsort(x),
-             lr.searchsorted(v, x))
+             lr.searchsorted(v, x), lr.take_along_axis(x, lr.asarray([[1, 0, 1]]), axis=0),
+             lr.index_add(x, lr.asarray([1]), x[:1]))
     steps = plan(_graph_of(lr.concat([x, x * 2], axis=0), y, *moved)).steps
     kinds = {s.kind for s in steps if isinstance(s, OpaqueStep)}
     assert kinds == {op.name for op in ops.OPS if op.kind == ops.OPAQUE} == set(host.KINDS)

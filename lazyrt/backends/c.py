@@ -23,7 +23,7 @@ from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
 from ..planner import Capabilities, KernelStep, MatmulStep, plan
-from . import host
+from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import CCompiler
 from .c_gemm import GEMM_SOURCE, gemm_args
@@ -153,6 +153,12 @@ class CBackend:
                          for v in (step.a, step.b)) + buffer_bytes(buffers[step.out])
             return Built(launch, launch.name, ("matmul",), f"matmul in {blas}",
                          cache=outcome, bytes_moved=nbytes)
+        if step.kind in gather_scatter.KINDS:  # its own generated kernel
+            launch, symbol, source, outcome = gather_scatter.c_launch(self.compiler, step,
+                                                                      buffers)
+            return Built(launch, symbol, (step.kind,), f"{step.kind}: a generated C kernel",
+                         source, "c", outcome, gather_scatter.bytes_moved(launch.spec),
+                         log=self.compiler.build_log(symbol, source))
         launch = _Opaque(step)
         nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
                      for v in step.inputs) + buffer_bytes(buffers[step.out])

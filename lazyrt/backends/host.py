@@ -12,7 +12,7 @@ place (``lazyrt/ops.py``).
 >>> import numpy as np
 >>> from lazyrt.backends import host
 >>> host.KINDS
-('concat', 'setslice', 'take', 'sort', 'argsort', 'searchsorted')
+('concat', 'setslice', 'take', 'sort', 'argsort', 'searchsorted', 'gather', 'scatter_add')
 """
 from __future__ import annotations
 
@@ -26,12 +26,15 @@ TAKE = "take"
 SORT = "sort"
 ARGSORT = "argsort"
 SEARCHSORTED = "searchsorted"
-KINDS = (CONCAT, SETSLICE, TAKE, SORT, ARGSORT, SEARCHSORTED)
+GATHER = "gather"            # the C and Triton backends run these two as their own
+SCATTER_ADD = "scatter_add"  # kernels (codegen/c_gather.py, codegen/triton_gather.py)
+KINDS = (CONCAT, SETSLICE, TAKE, SORT, ARGSORT, SEARCHSORTED, GATHER, SCATTER_ADD)
 
 #: the op table's reference implementation per kind: the semantics live in one place
 _IMPLEMENTATION = {CONCAT: ops.CONCAT.ref, SETSLICE: ops.SETSLICE.ref, TAKE: ops.TAKE.ref,
                    SORT: ops.SORT.ref, ARGSORT: ops.ARGSORT.ref,
-                   SEARCHSORTED: ops.SEARCHSORTED.ref}
+                   SEARCHSORTED: ops.SEARCHSORTED.ref, GATHER: ops.GATHER.ref,
+                   SCATTER_ADD: ops.SCATTER_ADD.ref}
 
 
 def concat_axis(step) -> int:

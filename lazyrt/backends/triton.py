@@ -53,7 +53,7 @@ from ..errors import BackendError, CompileError
 from ..metrics import metrics
 from ..planner import Capabilities, KernelStep, MatmulStep, plan
 from ..planner.strided import contiguous_strides
-from . import host
+from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 
 # A line that holds a comment and nothing else.
@@ -501,6 +501,16 @@ class TritonBackend:
                 ops, comment = ("matmul",) + spec_ops(ep), ep.comment
             return Built(launch, mk.name, ops, comment, mk.source, "triton", outcome,
                          max(nbytes, 0))
+        if step.kind in gather_scatter.KINDS:  # its own generated kernel
+            launch, source, outcome = gather_scatter.triton_launch(
+                self.cache, step, buffers, self.device == "cpu")
+            if self.aot is not None:
+                launch.resources = self.aot.check(
+                    launch.name, source_digest(source), launch.fn.lazyrt_source_path,
+                    launch.pointer_dtypes() + ["float64"], [int(v) for v in launch.iargs],
+                    launch.meta)
+            return Built(launch, launch.name, (step.kind,), f"{step.kind}: a Triton kernel",
+                         source, "triton", outcome, gather_scatter.bytes_moved(launch.spec))
         launch = _Opaque(step, buffers[step.out].shape, self.device == "cpu")
         nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
                      for v in step.inputs) + buffer_bytes(buffers[step.out])

@@ -1,0 +1,146 @@
+"""C source for a ``gather`` or ``scatter_add`` kernel (``gather_scatter.py``).
+
+One function per (kind, dtype, index dtype, rank, axis, negative rule); sizes,
+strides and offsets are runtime arguments (``ia``, in ``spec.iargs()`` order), so
+a new batch size reuses the binary. Buffers: ``bufs[0]`` the data (source or
+values), ``bufs[1]`` the indices, ``bufs[2]`` the result, and for a float16
+scatter ``bufs[3]`` a float32 scratch as large as the result.
+
+gather: one parallel loop nest over the indices' shape, an indexed load per
+element. scatter_add: deterministic and equal to ``np.add.at``: the
+contributions to one result element share every coordinate but ``axis``, so
+threads split the last non-``axis`` dimension and each adds its elements in C
+order; every element's sum is taken in exactly NumPy's order (float16 in float32,
+rounded once at the end; ints wrap; bool is or).
+"""
+from __future__ import annotations
+
+from lazyrt import dtypes as D
+
+from .c_lower import _STORE_T, PARALLEL_THRESHOLD
+from .gather_scatter import GATHER, GatherScatterSpec
+
+_PRELUDE = """\
+#include <stdint.h>
+#include <omp.h>
+"""
+
+_UNSIGNED = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t", D.INT64: "uint64_t"}
+
+
+def scatter_scratch(spec: GatherScatterSpec) -> bool:
+    """Whether a scatter kernel accumulates in a float32 scratch (float16 data)."""
+    return spec.kind != GATHER and spec.dtype == D.FLOAT16
+
+
+def emit_gather_c(spec: GatherScatterSpec) -> tuple:
+    """(symbol, source) of the kernel for ``spec``."""
+    symbol = f"lz_{spec.name}"
+    r, a = len(spec.shape), spec.axis
+    t, it = _STORE_T[spec.dtype], _STORE_T[spec.index_dtype]
+    lines = [f"/* {spec.kind} along axis {a} of a rank-{r} {D.NAMES[spec.dtype]} tensor by "
+             f"{D.NAMES[spec.index_dtype]} indices */",
+             f"void {symbol}(char *const *restrict bufs, const int64_t *restrict ia, "
+             "const double *restrict fa)", "{", "    (void)fa;"]
+    names = ([f"n{k}" for k in range(r)] + ["d_o"] + [f"d_s{k}" for k in range(r)]
+             + ["x_o"] + [f"x_s{k}" for k in range(r)] + ["size"])
+    lines += [f"    const int64_t {v} = ia[{k}];" for k, v in enumerate(names)]
+    lines.append(f"    const int64_t total = {' * '.join(f'n{k}' for k in range(r))};")
+    if spec.kind == GATHER:  # a scatter still zeroes its result
+        lines.append("    if (total == 0 || size == 0) return;")
+    lines.append(f"    const {t} *restrict data = (const {t} *)bufs[0];")
+    lines.append(f"    const {it} *restrict idx = (const {it} *)bufs[1];")
+    lines.append(f"    {t} *restrict out = ({t} *)bufs[2];")
+    loops = [f"for (int64_t i{k} = 0; i{k} < n{k}; i{k}++)" for k in range(r)]
+    index = " + ".join(["x_o"] + [f"i{k} * x_s{k}" for k in range(r)])
+    wrap = ["int64_t j = (int64_t)idx[" + index + "];"]
+    if spec.negative:
+        wrap.append("if (j < 0) j += size;")
+    wrap.append("j = j < 0 ? 0 : (j >= size ? size - 1 : j);  /* range checked before */")
+    if spec.kind == GATHER:
+        lines += _gather_body(r, a, loops, wrap)
+    else:
+        lines += _scatter_body(spec, r, a, loops, wrap)
+    lines.append("}")
+    return symbol, _PRELUDE + "\n" + "\n".join(lines) + "\n"
+
+
+def _gather_body(r, a, loops, wrap):
+    flat = "i0"
+    for k in range(1, r):
+        flat = f"({flat}) * n{k} + i{k}"
+    src = " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r) if k != a] + [f"j * d_s{a}"])
+    collapse = f" collapse({r - 1})" if r > 2 else ""
+    out = [f"    #pragma omp parallel for{collapse} if(total > {PARALLEL_THRESHOLD}) "
+           "schedule(static)"]
+    body = loops if r == 1 else loops[:-1]
+    depth = 1
+    for loop in body:
+        out.append("    " * depth + loop + " {")
+        depth += 1
+    if r > 1:
+        out.append("    " * depth + loops[-1] + " {")
+        depth += 1
+    out += ["    " * depth + w for w in wrap]
+    out.append("    " * depth + f"out[{flat}] = data[{src}];")
+    for _ in range(r):
+        depth -= 1
+        out.append("    " * depth + "}")
+    return out
+
+
+def _scatter_body(spec, r, a, loops, wrap):
+    t = _STORE_T[spec.dtype]
+    scratch = scatter_scratch(spec)
+    acc_t = "float" if scratch else t
+    m = [("size" if k == a else f"n{k}") for k in range(r)]
+    out = [f"    const int64_t out_total = {' * '.join(m)};",
+           "    if (out_total == 0) return;",
+           f"    {acc_t} *restrict acc = {'(float *)bufs[3]' if scratch else 'out'};"]
+    strides = []  # the result's contiguous strides
+    for k in range(r):
+        strides.append(" * ".join(m[k + 1:]) or "1")
+    dest = " + ".join([f"i{k} * ({strides[k]})" for k in range(r) if k != a]
+                      + [f"j * ({strides[a]})"])
+    value = "data[" + " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r)]) + "]"
+    if spec.dtype == D.BOOL:
+        add = f"acc[o] |= {value};"
+    elif spec.dtype in _UNSIGNED:  # wraps, as NumPy's int add (no signed overflow in C)
+        u = _UNSIGNED[spec.dtype]
+        add = f"acc[o] = ({t})(({u})acc[o] + ({u}){value});"
+    else:
+        add = f"acc[o] += ({acc_t}){value};"
+    # threads split the last axis that is not ``axis``: each result element is
+    # summed by one thread, in C order
+    split = max((k for k in range(r) if k != a), default=None)
+    out.append(f"    #pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
+    out.append("    {")
+    out.append("        #pragma omp for schedule(static)")
+    out.append("        for (int64_t e = 0; e < out_total; e++) acc[e] = 0;")
+    out.append("        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();")
+    if split is None:
+        out.append("        if (t == 0) {")
+        out.append("        const int64_t lo = 0, hi = 1; (void)lo; (void)hi;")
+    else:
+        out.append(f"        const int64_t lo = n{split} * t / nt, hi = n{split} * (t + 1) / nt;")
+        out.append("        {")
+    depth = 2
+    for k in range(r):
+        if k == split:
+            out.append("    " * depth + f"for (int64_t i{k} = lo; i{k} < hi; i{k}++) {{")
+        else:
+            out.append("    " * depth + loops[k] + " {")
+        depth += 1
+    out += ["    " * depth + w for w in wrap]
+    out.append("    " * depth + f"const int64_t o = {dest};")
+    out.append("    " * depth + add)
+    for _ in range(r):
+        depth -= 1
+        out.append("    " * depth + "}")
+    out.append("        }")
+    if scratch:
+        out.append("        #pragma omp barrier")
+        out.append("        #pragma omp for schedule(static)")
+        out.append(f"        for (int64_t e = 0; e < out_total; e++) out[e] = ({t})acc[e];")
+    out.append("    }")
+    return out

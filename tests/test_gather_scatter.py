@@ -1,0 +1,335 @@
+"""take_along_axis (gather), scatter_add and index_add against NumPy
+(``np.take_along_axis``, ``np.add.at``) on every backend: every dtype, every
+axis, int32 and int64 indices, negative ones, broadcast and strided operands,
+size-0 and out-of-range indices, and the kernels the compiled backends run."""
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+import lazyrt as lr
+from conftest import DTYPES, assert_matches
+
+RNG = np.random.default_rng(11)
+INDEX_DTYPES = (np.int32, np.int64)
+
+
+def data(shape, dtype, special=False):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return RNG.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return RNG.integers(max(info.min, -1000), min(info.max, 1000), shape, endpoint=True
+                            ).astype(dtype)
+    out = (RNG.standard_normal(shape) * 10).astype(dtype)
+    if special and out.size >= 3:
+        out.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    return out
+
+
+def indices(shape, n, dtype=np.int64, negative=True):
+    low = -n if negative else 0
+    return RNG.integers(low, n, shape).astype(dtype) if n else np.zeros(shape, dtype)
+
+
+def numpy_scatter_add(x, idx, values, axis):
+    """x + zeros with values added at idx along axis, np.add.at's order; float16
+    summed in float32 (lazyrt's documented accumulator), ints wrapping."""
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    idx, values = np.broadcast_arrays(idx, values.astype(x.dtype))
+    total = np.zeros(x.shape, acc)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    where = tuple(idx if k == axis else
+                  np.arange(d).reshape((1,) * k + (d,) + (1,) * (x.ndim - k - 1))
+                  for k, d in enumerate(values.shape))
+    with np.errstate(all="ignore"):
+        np.add.at(total, where, values.astype(acc))
+        return x + total.astype(x.dtype)
+
+
+def kernel_names():
+    return [k.name for k in lr.debug.last_record().kernels]
+
+
+# --- take_along_axis ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_take_along_axis_matches_numpy_for_every_dtype(backend, dtype, index_dtype):
+    x = data((5, 7), dtype, special=True)
+    for axis in (0, 1, -1):
+        idx = indices((9, 7) if axis == 0 else (5, 4), x.shape[axis], index_dtype)
+        got = lr.take_along_axis(lr.asarray(x), lr.asarray(idx), axis=axis)
+        assert_matches(got, np.take_along_axis(x, idx, axis=axis))
+
+
+@pytest.mark.parametrize("rank", (1, 2, 3, 4))
+def test_take_along_axis_on_every_axis_of_random_shapes(backend, rank):
+    for axis in range(rank):
+        shape = tuple(RNG.integers(1, 5, rank))
+        x = data(shape, np.float32)
+        ishape = tuple(int(RNG.integers(1, 6)) if k == axis else d for k, d in enumerate(shape))
+        idx = indices(ishape, shape[axis])
+        assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(idx), axis=axis),
+                       np.take_along_axis(x, idx, axis=axis))
+
+
+def test_take_along_axis_broadcasts_off_the_axis_as_an_embedding_lookup(backend):
+    weight = data((10, 6), np.float32)
+    tokens = indices((4, 3), 10, negative=False)
+    rows = lr.take_along_axis(lr.asarray(weight), lr.asarray(tokens.reshape(-1, 1)), axis=0)
+    assert_matches(lr.reshape(rows, (4, 3, 6)), weight[tokens])
+    # and the other way round: one index row shared by every row of x
+    x = data((3, 8), np.int32)
+    pick = np.array([[7, 0, 7, 2]])
+    assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(pick), axis=1),
+                   np.take_along_axis(x, np.broadcast_to(pick, (3, 4)), axis=1))
+
+
+def test_take_along_axis_reads_strided_and_flipped_views(backend):
+    x = data((6, 8), np.float64)
+    idx = indices((6, 5), 8)
+    t = lr.asarray(x)
+    assert_matches(lr.take_along_axis(t.T, lr.asarray(idx.T.copy()), axis=0),
+                   np.take_along_axis(x.T, idx.T, axis=0))
+    assert_matches(lr.take_along_axis(lr.flip(t, axis=1)[::2], lr.asarray(idx[:3]), axis=1),
+                   np.take_along_axis(np.flip(x, 1)[::2], idx[:3], axis=1))
+    it = lr.asarray(idx)
+    assert_matches(lr.take_along_axis(t[1:], it[1:, ::2], axis=1),
+                   np.take_along_axis(x[1:], idx[1:, ::2], axis=1))
+
+
+def test_take_along_axis_of_size_zero(backend):
+    x = data((4, 5), np.float32)
+    empty = np.zeros((0, 5), np.int64)
+    assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(empty), axis=0),
+                   np.take_along_axis(x, empty, axis=0))
+    none = np.zeros((0, 3), np.float32)
+    assert_matches(lr.take_along_axis(lr.asarray(none), lr.asarray(np.zeros((0, 2), np.int64)),
+                                      axis=1), np.zeros((0, 2), np.float32))
+    with pytest.raises(IndexError, match="axis 0 of size 0"):
+        lr.take_along_axis(lr.asarray(np.zeros((0, 3))), lr.asarray([[0, 0, 0]]), axis=0)
+
+
+def _raises_out_of_range(backend, fn):
+    # the jax backend raises from inside XLA: its own error type around the message
+    kind = IndexError if backend != "jax" else Exception
+    t = fn()
+    try:
+        t.numpy()
+    except kind as exc:
+        assert "out of range" in str(exc), exc
+        exc.__traceback__ = None  # its frames hold the pending tensor
+    else:
+        raise AssertionError("an index out of range did not raise")
+    del t  # it stays pending (it has no value): no later barrier may try it again
+    gc.collect()
+
+
+def test_an_index_out_of_range_raises_instead_of_reading_out_of_bounds(backend):
+    x = lr.asarray(data((4, 3), np.float32))
+    for bad in ([[4]], [[-5]], [[2**40]]):
+        _raises_out_of_range(backend, lambda: lr.take_along_axis(x, lr.asarray(bad), axis=0))
+
+
+def test_negative_indices_count_from_the_end_unless_refused(backend):
+    x = data((4, 3), np.int64)
+    idx = np.array([[-1, 0, -4]])
+    assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(idx), axis=0),
+                   np.take_along_axis(x, idx, axis=0))
+    _raises_out_of_range(backend, lambda: lr.take_along_axis(
+        lr.asarray(x), lr.asarray(idx), axis=0, negative_indices=False))
+    ok = np.array([[3, 0, 1]])
+    assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(ok), axis=0,
+                                      negative_indices=False), np.take_along_axis(x, ok, axis=0))
+
+
+def test_take_along_axis_refuses_bad_arguments_when_recorded():
+    x = lr.asarray(np.zeros((3, 4)))
+    with pytest.raises(lr.ShapeError, match="0-d"):
+        lr.take_along_axis(lr.asarray(1.0), lr.asarray(0), axis=0)
+    with pytest.raises(lr.ShapeError, match="rank"):
+        lr.take_along_axis(x, lr.asarray([0, 1]), axis=0)
+    with pytest.raises(lr.DTypeError, match="integer dtype"):
+        lr.take_along_axis(x, lr.asarray([[0.0]]), axis=0)
+    with pytest.raises(lr.ShapeError, match="broadcast"):
+        lr.take_along_axis(x, lr.asarray(np.zeros((2, 3), np.int64)), axis=0)
+    with pytest.raises(lr.AxisError):
+        lr.take_along_axis(x, lr.asarray([[0]]), axis=2)
+
+
+def test_narrow_index_dtypes_are_widened(backend):
+    x = data((300,), np.float32)
+    idx = np.array([250, 0, 7], np.uint8)
+    assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(idx), axis=0), x[idx])
+
+
+# --- scatter_add and index_add --------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_scatter_add_matches_np_add_at_with_duplicates(backend, dtype, index_dtype):
+    for axis in (0, 1):
+        x = data((4, 5), dtype)
+        vshape = (9, 5) if axis == 0 else (4, 11)
+        values = data(vshape, dtype)
+        idx = indices(vshape, x.shape[axis], index_dtype)  # 9 or 11 into 4 or 5: repeats
+        got = lr.scatter_add(lr.asarray(x), lr.asarray(idx), lr.asarray(values), axis=axis)
+        want = numpy_scatter_add(x, idx, values, axis)
+        if backend == "c" or np.dtype(dtype).kind != "f":
+            assert_matches(got, want, rtol=0, atol=0)  # C sums in np.add.at's order
+        else:
+            assert_matches(got, want)
+
+
+@pytest.mark.parametrize("rank", (1, 2, 3))
+def test_scatter_add_on_every_axis_of_random_shapes(backend, rank):
+    for axis in range(rank):
+        shape = tuple(int(d) for d in RNG.integers(1, 5, rank))
+        vshape = tuple(int(RNG.integers(0, 7)) if k == axis else d for k, d in enumerate(shape))
+        x, values = data(shape, np.float64), data(vshape, np.float64)
+        idx = indices(vshape, shape[axis])
+        assert_matches(lr.scatter_add(lr.asarray(x), lr.asarray(idx), lr.asarray(values),
+                                      axis=axis), numpy_scatter_add(x, idx, values, axis))
+
+
+def test_index_add_is_an_embedding_backward(backend):
+    grad = data((12, 5), np.float32)
+    tokens = indices((12,), 7, negative=False)
+    want = np.zeros((7, 5), np.float32)
+    np.add.at(want, tokens, grad)
+    got = lr.index_add(lr.zeros((7, 5), dtype=lr.float32), lr.asarray(tokens),
+                       lr.asarray(grad), axis=0)
+    if backend == "c":
+        np.testing.assert_array_equal(got.numpy(), want)
+    else:
+        assert_matches(got, want)
+    # along the last axis, int32 indices, into a nonzero base
+    base = data((3, 4), np.int64)
+    cols = np.array([3, 3, 0], np.int32)
+    vals = data((3, 3), np.int64)
+    want = base.copy()
+    np.add.at(want, (slice(None), cols), vals)
+    assert_matches(lr.index_add(lr.asarray(base), lr.asarray(cols), lr.asarray(vals), axis=1),
+                   want)
+
+
+def test_scatter_add_of_no_values_is_the_base(backend):
+    x = data((3, 2), np.float32)
+    empty = np.zeros((0, 2))
+    assert_matches(lr.scatter_add(lr.asarray(x), lr.asarray(np.zeros((0, 2), np.int64)),
+                                  lr.asarray(empty), axis=0), x)
+    assert_matches(lr.index_add(lr.asarray(x), lr.asarray(np.zeros(0, np.int64)),
+                                lr.asarray(empty)), x)
+
+
+def test_scatter_add_propagates_nan_and_wraps_ints(backend):
+    x = np.zeros(2, np.float32)
+    got = lr.scatter_add(lr.asarray(x), lr.asarray([0, 0, 1]),
+                         lr.asarray(np.array([np.nan, 1, np.inf], np.float32)))
+    assert_matches(got, np.array([np.nan, np.inf], np.float32))
+    wrapped = lr.index_add(lr.zeros(1, dtype=lr.int8), lr.asarray([0, 0, 0]),
+                           lr.asarray(np.array([100, 100, 100], np.int8)))
+    assert wrapped.tolist() == [np.int8(44)]  # 300 - 256
+
+
+def test_scatter_add_out_of_range_and_refused_negatives_raise(backend):
+    x = lr.zeros((3, 2))
+    v = lr.ones((1, 2))
+    _raises_out_of_range(backend, lambda: lr.scatter_add(x, lr.asarray([[3, 0]]), v))
+    _raises_out_of_range(backend, lambda: lr.index_add(x, lr.asarray([-1]), v,
+                                                         negative_indices=False))
+
+
+def test_scatter_add_refuses_bad_arguments_when_recorded():
+    x = lr.zeros((3, 4))
+    with pytest.raises(lr.ShapeError, match="same rank"):
+        lr.scatter_add(x, lr.asarray([0]), lr.ones((1, 4)))
+    with pytest.raises(lr.ShapeError, match="do not broadcast on axis 1"):
+        lr.scatter_add(x, lr.asarray([[0]]), lr.ones((1, 5)))
+    with pytest.raises(lr.ShapeError, match="1-D"):
+        lr.index_add(x, lr.asarray([[0]]), lr.ones((1, 4)))
+    with pytest.raises(lr.ShapeError, match="do not match"):
+        lr.index_add(x, lr.asarray([0, 1]), lr.ones((3, 4)))
+    with pytest.raises(lr.DTypeError, match="integer dtype"):
+        lr.index_add(x, lr.asarray([0.5]), lr.ones((1, 4)))
+
+
+def test_c_scatter_add_is_deterministic_and_exact_across_threads():
+    # large enough for the parallel path: threads split the columns, each sums its
+    # elements in np.add.at's order
+    values = data((40000, 3), np.float32)
+    idx = indices((40000,), 5, negative=False)
+    want = np.zeros((5, 3), np.float32)
+    np.add.at(want, idx, values)
+    with lr.backend("c"):
+        got = lr.index_add(lr.zeros((5, 3), dtype=lr.float32), lr.asarray(idx),
+                           lr.asarray(values)).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+# --- kernels ---------------------------------------------------------------------------
+
+def test_compiled_backends_run_gather_and_scatter_as_generated_kernels(backend):
+    if backend not in ("c", "triton"):
+        pytest.skip("the numpy and jax backends have no kernels of their own")
+    w = data((10, 4), np.float32)
+    idx = indices((6, 1), 10)
+    scale, pos = data((1, 4), np.float32), data((6, 4), np.float32)
+    out = lr.take_along_axis(lr.asarray(w), lr.asarray(idx), axis=0) * lr.asarray(scale) \
+        + lr.asarray(pos)
+    assert_matches(out, np.take_along_axis(w, idx, axis=0) * scale + pos)
+    record = lr.debug.last_record()
+    gathers = [k for k in record.kernels if k.ops == ("gather",)]
+    assert len(gathers) == 1 and gathers[0].language == backend, record.kernels
+    assert "gather" in gathers[0].source and gathers[0].bytes_moved > 0
+    # the pointwise consumers fuse with each other (one kernel), not into the gather
+    assert len(record.kernels) == 2, kernel_names()
+    got = lr.index_add(lr.zeros((10, 4), dtype=lr.float32), lr.asarray(idx.reshape(-1)), out)
+    got.numpy()
+    assert any(k.ops == ("scatter_add",) and k.language == backend
+               for k in lr.debug.last_record().kernels), kernel_names()
+    want = np.zeros((10, 4), np.float32)
+    np.add.at(want, idx.reshape(-1), np.take_along_axis(w, idx, axis=0) * scale + pos)
+    assert_matches(got, want)
+
+
+def test_a_new_batch_size_reuses_the_compiled_gather(backend):
+    if backend != "c":
+        pytest.skip("C binaries take sizes as runtime arguments")
+    w = lr.asarray(data((10, 4), np.float32))
+    lr.take_along_axis(w, lr.asarray(indices((3, 1), 10)), axis=0).numpy()
+    compiles = lr.metrics.compiles
+    got = lr.take_along_axis(w, lr.asarray(indices((17, 1), 10)), axis=0).numpy()
+    assert got.shape == (17, 4)
+    assert lr.metrics.compiles == compiles
+
+
+@pytest.mark.skipif(not os.environ.get("LAZYRT_TRITON_AOT_TARGET"),
+                    reason="set LAZYRT_TRITON_AOT_TARGET=cuda:90 to compile for sm_90")
+@pytest.mark.parametrize("dtype", ("float16", "float32", "float64", "int8", "int64", "bool"))
+def test_triton_gather_and_scatter_compile_for_sm90(dtype):
+    pytest.importorskip("triton.backends.nvidia")
+    if "triton" not in lr.available_backends():
+        pytest.skip("triton backend unavailable")
+    from lazyrt import runtime
+    from lazyrt.backends.triton import TritonBackend
+    from lazyrt.graph import Graph
+    be = TritonBackend()
+    be.salt = lr.backends.get("triton").salt
+    x = lr.asarray(data((20, 8), dtype))
+    idx = lr.asarray(indices((30, 8), 20))
+    for out in (lr.take_along_axis(x, idx, axis=0),
+                lr.scatter_add(x, idx, lr.take_along_axis(x, idx, axis=0), axis=0)):
+        cap = runtime.capture([out._node], be.salt)
+        program = be.compile(Graph.from_capture(cap))
+        kernels = [k for k in program.record.kernels if k.name.startswith("lz_")]
+        assert kernels
+        for k in kernels:
+            (sm90,) = [r for r in k.resources if r.target == "sm_90"]
+            assert 0 < sm90.regs <= 255 and sm90.spills == 0, sm90
+        out.numpy()
