@@ -159,3 +159,13 @@ def test_tensor_constructor_on_lazy_aliases_like_any_lazy_tensor(torch_backend):
         t.view(-1).mul_(2)
         return t
     assert_same(prog("lazy"), prog("cpu"))
+
+
+def test_bad_shapes_raise_runtime_error_as_eager(torch_backend):
+    with pytest.raises(RuntimeError) as eager:
+        torch.ones(3) + torch.ones(4)
+    with pytest.raises(RuntimeError, match=r"aten\.add\.Tensor.*\(3,\) and \(4,\)") as lazy:
+        torch.ones(3).to("lazy") + torch.ones(4).to("lazy")
+    assert type(lazy.value) is type(eager.value)
+    with pytest.raises(IndexError):
+        torch.ones(3).to("lazy").sum(2)

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_map
 from .. import _recorder as R
 from .. import dtypes as D
 from ..api import creation as C
-from ..errors import PerformanceWarning
+from ..errors import DTypeError, PerformanceWarning, ShapeError
 from ..metrics import metrics
 from .lowerings import LOWERINGS
 from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
@@ -70,7 +70,13 @@ def _dispatch(func, args, kwargs):
     if lower is not None:
         if func is not _COPY:  # copy_ is how data moves between devices
             check_devices(func, args)
-        out = lower(*args, **kwargs)
+        try:
+            out = lower(*args, **kwargs)
+        except (ShapeError, DTypeError) as exc:
+            if isinstance(exc, IndexError):  # a dim out of range: IndexError in eager too
+                raise
+            # eager torch raises RuntimeError for bad shapes and dtypes; code catches that
+            raise RuntimeError(f"lazyrt.torch: {func}: {exc}") from exc
         if out is not NotImplemented:  # a form the lowering does not take: go on
             return _lazy(out)
     random = RANDOM.get(func)
