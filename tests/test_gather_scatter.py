@@ -333,3 +333,26 @@ def test_triton_gather_and_scatter_compile_for_sm90(dtype):
             (sm90,) = [r for r in k.resources if r.target == "sm_90"]
             assert 0 < sm90.regs <= 255 and sm90.spills == 0, sm90
         out.numpy()
+
+
+def test_the_gpu_range_check_reads_distinct_indices_through_torch():
+    # the Triton backend's check on a device buffer, run here on a CPU tensor:
+    # a broadcast (stride 0) and a flipped (negative stride) index view
+    torch = pytest.importorskip("torch")
+    from lazyrt import dtypes as D
+    from lazyrt.backends.gather_scatter import check_indices_torch
+    from lazyrt.codegen.gather_scatter import spec_of
+    from lazyrt.planner.strided import Strided
+    flat = torch.tensor([0, 4, 2, 9], dtype=torch.int64)
+    source = Strided((5, 3), (3, 1), 0)
+    ok = spec_of("gather", (0, True), source, Strided((3, 3), (1, 0), 0), D.INT64, D.FLOAT32)
+    check_indices_torch(ok, flat)  # 0, 4, 2
+    flipped = spec_of("gather", (0, True), source, Strided((4, 3), (-1, 0), 3), D.INT64,
+                      D.FLOAT32)
+    with pytest.raises(IndexError, match="index 9 is out of range for axis 0 of size 5"):
+        check_indices_torch(flipped, flat)
+    refused = spec_of("scatter_add", (0, 5, False), Strided((2, 3), (3, 1), 0),
+                      Strided((2, 3), (1, 0), 0), D.INT64, D.FLOAT32)
+    check_indices_torch(refused, flat)
+    with pytest.raises(IndexError, match=r"index -1 .* must lie in \[0, 5\)"):
+        check_indices_torch(refused, torch.tensor([-1, 0]))
