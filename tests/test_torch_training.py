@@ -67,6 +67,9 @@ OPTIMIZERS = {
     "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2),
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, foreach=False),
     "adamw_foreach": lambda ps: torch.optim.AdamW(ps, lr=1e-2, foreach=True),
+    "sgd_foreach": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, foreach=True),
+    "adam_amsgrad_foreach": lambda ps: torch.optim.Adam(ps, lr=1e-2, amsgrad=True,
+                                                        weight_decay=0.01, foreach=True),
 }
 
 
