@@ -126,6 +126,18 @@ def test_seed_and_offset_may_be_0d_integer_tensors(backend):
     assert np.array_equal(got, expected_uniform((3, 4), 77, 9, "float64"))
 
 
+def test_positions_are_summed_in_int32_where_they_fit_else_int64(backend, monkeypatch):
+    from lazyrt.api import random as random_api
+    small = plan_of(lr.random.uniform((6, 5), seed=1))
+    assert {i.dtype for i in small.kernels[0].inputs} == {D.INT32}
+    lr.sync()
+    monkeypatch.setattr(random_api, "NARROW_POSITIONS", 0)  # the path of 2^31 words or more
+    for dtype in ("float32", "float64"):
+        u = lr.random.uniform((6, 5), seed=1, offset=3, dtype=dtype)
+        assert {i.dtype for i in plan_of(u).kernels[0].inputs} == {D.INT64}
+        assert np.array_equal(u.numpy(), expected_uniform((6, 5), 1, 3, dtype))
+
+
 # --- runtime scalars: no recompile ------------------------------------------------------
 
 def test_a_new_seed_or_offset_changes_values_and_compiles_nothing(backend):

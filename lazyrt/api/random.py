@@ -44,6 +44,8 @@ from .creation import _leaf, _shape_arg
 
 #: words of the stream one element of each dtype reads
 _WORDS_PER_ELEMENT = {D.FLOAT32: 1, D.FLOAT64: 2}
+#: draws with fewer words than this sum their element positions in int32
+NARROW_POSITIONS = 2**31
 
 
 def _float_dtype(dtype, fn) -> int:
@@ -106,7 +108,7 @@ def _positions(shape, offset, per_element):
     built from one small index leaf per axis (broadcast, so they fuse into the
     consumer: no full-size index array unless the shape is 1-d), summed in int32
     where every position relative to ``offset`` fits, then widened to int64."""
-    narrow = math.prod(shape) * per_element < 2**31
+    narrow = math.prod(shape) * per_element < NARROW_POSITIONS
     index, stride = None, per_element
     for axis in reversed(range(len(shape))):
         if shape[axis] != 1:
