@@ -21,6 +21,7 @@ import pytest
 
 import lazyrt as lr
 from lazyrt import dtypes as D
+from lazyrt import _recorder_pointwise as PW
 from lazyrt import ops
 from lazyrt._capture import capture
 from lazyrt.errors import DTypeError
@@ -280,10 +281,9 @@ def test_bad_arguments_fail_naming_the_function():
         lr.nn.dropout(lr.tensor(np.ones(3)), 1.5, seed=1)
     with pytest.raises(DTypeError, match="dropout"):
         lr.nn.dropout(lr.tensor(np.ones(3, np.int64)), 0.5, seed=1)
+    floats = lr.tensor(np.ones(3, np.float32))
     with pytest.raises(DTypeError, match="philox: not defined for float32"):
-        ops_float = lr.tensor(np.ones(3, np.float32))
-        from lazyrt import _recorder_pointwise as PW
-        PW.binary(ops.PHILOX.id, ops_float, ops_float)
+        PW.binary(ops.PHILOX.id, floats, floats)  # the op itself takes int64 only
 
 
 # --- the GPU target ---------------------------------------------------------------------
@@ -319,5 +319,5 @@ def test_dropout_compiles_for_sm90(monkeypatch):
 @pytest.mark.skipif(not os.path.exists("/dev/nvidiactl"), reason="needs a GPU")
 def test_a_large_draw_on_the_gpu_matches_the_reference():
     with lr.backend("triton"):
-        got = lr.random.uniform((1 << 20,) , seed=7, offset=3).numpy()
+        got = lr.random.uniform((1 << 20,), seed=7, offset=3).numpy()
     assert np.array_equal(got, expected_uniform((1 << 20,), 7, 3))
