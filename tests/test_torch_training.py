@@ -187,3 +187,20 @@ def test_dropout_mask_is_random_and_shared_by_backward(torch_backend):
     torch.testing.assert_close(grad, out)                      # the same mask both ways
     again = lt.to_cpu(F.dropout(x, 0.25, training=True)).detach()
     assert not torch.equal(again, out)                         # a fresh mask each call
+
+
+def test_batch_norm_training_and_eval_match_eager(torch_backend):
+    torch.manual_seed(8)
+    eager = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3)).double()
+    lazy = lt.lazy(copy.deepcopy(eager))
+    x = torch.randn(5, 6, dtype=torch.float64)
+    lr.metrics.reset()
+    for model, dev in ((eager, "cpu"), (lazy, "lazy")):
+        model(x.to(dev)).sum().backward()
+    for (name, want), (_, got) in zip(eager.state_dict().items(), lazy.state_dict().items()):
+        assert_same(got, want, rtol=1e-12, atol=1e-15)   # running stats updated in place
+    for p, q in zip(eager.parameters(), lazy.parameters()):
+        assert_same(q.grad, p.grad, rtol=1e-12, atol=1e-14)
+    eager.eval(), lazy.eval()
+    assert_same(lazy(x.to("lazy")), eager(x), rtol=1e-12, atol=1e-15)
+    assert lr.metrics.snapshot()["fallbacks"] == {}

@@ -222,7 +222,11 @@ def _decompositions():
               aten.embedding_dense_backward.default, aten.native_dropout.default,
               aten.native_dropout_backward.default, aten.linalg_vector_norm.default,
               aten.gelu_backward.default, aten.silu.default,
-              aten.silu_backward.default]
+              aten.silu_backward.default, aten._native_batch_norm_legit.default,
+              aten._native_batch_norm_legit.no_stats,
+              aten._native_batch_norm_legit_no_training.default,
+              aten._native_batch_norm_legit_functional.default,
+              aten.native_batch_norm_backward.default]
     for op in chosen:
         if op in decomposition_table:
             table[op] = decomposition_table[op]
