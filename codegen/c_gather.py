@@ -33,9 +33,21 @@ def scatter_scratch(spec: GatherScatterSpec) -> bool:
     return spec.kind != GATHER and spec.dtype == D.FLOAT16
 
 
+def _term(i, stride, name):
+    """``i * name`` for a runtime stride; strides 0 and 1 are baked in, so a
+    broadcast index is loop-invariant and a contiguous row vectorizes."""
+    return None if stride == 0 else (i if stride == 1 else f"{i} * {name}")
+
+
+def _sum(terms) -> str:
+    return " + ".join(t for t in terms if t is not None) or "0"
+
+
 def emit_gather_c(spec: GatherScatterSpec) -> tuple:
     """(symbol, source) of the kernel for ``spec``."""
-    symbol = f"lz_{spec.name}"
+    pattern = "".join("z" if st == 0 else ("u" if st == 1 else "s")
+                      for st in spec.data_strides + spec.index_strides)
+    symbol = f"lz_{spec.name}_{pattern}"
     r, a = len(spec.shape), spec.axis
     t, it = _STORE_T[spec.dtype], _STORE_T[spec.index_dtype]
     lines = [f"/* {spec.kind} along axis {a} of a rank-{r} {D.NAMES[spec.dtype]} tensor by "
@@ -52,24 +64,26 @@ def emit_gather_c(spec: GatherScatterSpec) -> tuple:
     lines.append(f"    const {it} *restrict idx = (const {it} *)bufs[1];")
     lines.append(f"    {t} *restrict out = ({t} *)bufs[2];")
     loops = [f"for (int64_t i{k} = 0; i{k} < n{k}; i{k}++)" for k in range(r)]
-    index = " + ".join(["x_o"] + [f"i{k} * x_s{k}" for k in range(r)])
+    index = _sum(["x_o"] + [_term(f"i{k}", spec.index_strides[k], f"x_s{k}") for k in range(r)])
     wrap = ["int64_t j = (int64_t)idx[" + index + "];"]
     if spec.negative:
         wrap.append("if (j < 0) j += size;")
     wrap.append("j = j < 0 ? 0 : (j >= size ? size - 1 : j);  /* range checked before */")
+    lines.append("    (void)" + "; (void)".join(names) + ";")
     if spec.kind == GATHER:
-        lines += _gather_body(r, a, loops, wrap)
+        lines += _gather_body(spec, r, a, loops, wrap)
     else:
         lines += _scatter_body(spec, r, a, loops, wrap)
     lines.append("}")
     return symbol, _PRELUDE + "\n" + "\n".join(lines) + "\n"
 
 
-def _gather_body(r, a, loops, wrap):
+def _gather_body(spec, r, a, loops, wrap):
     flat = "i0"
     for k in range(1, r):
         flat = f"({flat}) * n{k} + i{k}"
-    src = " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r) if k != a] + [f"j * d_s{a}"])
+    src = _sum(["d_o"] + [_term(f"i{k}", spec.data_strides[k], f"d_s{k}") for k in range(r)
+                          if k != a] + [f"j * d_s{a}"])
     collapse = f" collapse({r - 1})" if r > 2 else ""
     out = [f"    #pragma omp parallel for{collapse} if(total > {PARALLEL_THRESHOLD}) "
            "schedule(static)"]
@@ -102,7 +116,8 @@ def _scatter_body(spec, r, a, loops, wrap):
         strides.append(" * ".join(m[k + 1:]) or "1")
     dest = " + ".join([f"i{k} * ({strides[k]})" for k in range(r) if k != a]
                       + [f"j * ({strides[a]})"])
-    value = "data[" + " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r)]) + "]"
+    value = "data[" + _sum(["d_o"] + [_term(f"i{k}", spec.data_strides[k], f"d_s{k}")
+                                      for k in range(r)]) + "]"
     if spec.dtype == D.BOOL:
         add = f"acc[o] |= {value};"
     elif spec.dtype in _UNSIGNED:  # wraps, as NumPy's int add (no signed overflow in C)
