@@ -5,6 +5,7 @@ size-0 and out-of-range indices, and the kernels the compiled backends run."""
 from __future__ import annotations
 
 import gc
+import logging
 
 import numpy as np
 import pytest
@@ -118,6 +119,9 @@ def _raises_out_of_range(backend, fn):
     # the jax backend raises from inside XLA: its own error type around the message
     kind = IndexError if backend != "jax" else Exception
     t = fn()
+    # jax logs the callback's error with its traceback, whose frames hold ``t``
+    quiet = logging.getLogger("jax._src.debugging")
+    was, quiet.disabled = quiet.disabled, True
     try:
         t.numpy()
     except kind as exc:
@@ -125,6 +129,8 @@ def _raises_out_of_range(backend, fn):
         exc.__traceback__ = None  # its frames hold the pending tensor
     else:
         raise AssertionError("an index out of range did not raise")
+    finally:
+        quiet.disabled = was
     del t  # it stays pending (it has no value): no later barrier may try it again
     gc.collect()
 
@@ -357,3 +363,23 @@ def test_the_gpu_range_check_reads_distinct_indices_through_torch():
     check_indices_torch(refused, flat)
     with pytest.raises(IndexError, match=r"index -1 .* must lie in \[0, 5\)"):
         check_indices_torch(refused, torch.tensor([-1, 0]))
+
+
+def test_the_jax_backend_gathers_and_scatters_as_numpy():
+    # the jax backend is opt-in for the shared suite (LAZYRT_TEST_BACKENDS=jax runs
+    # all of this file on it); this check runs wherever jax is installed
+    if "jax" not in lr.available_backends():
+        pytest.skip("jax backend unavailable")
+    x = data((6, 4), np.float16)
+    idx = indices((9, 4), 6, np.int32)
+    values = data((9, 4), np.float16)
+    with lr.backend("jax"):
+        got = lr.take_along_axis(lr.asarray(x), lr.asarray(idx), axis=0)
+        added = lr.scatter_add(lr.asarray(x), lr.asarray(idx), lr.asarray(values), axis=0)
+        assert_matches(got, np.take_along_axis(x, idx, axis=0))
+        assert_matches(added, numpy_scatter_add(x, idx, values, 0))
+        flags = lr.index_add(lr.zeros(3, dtype=lr.bool_), lr.asarray([2, 2]),
+                             lr.asarray([True, False]))
+        assert flags.tolist() == [False, False, True]
+        _raises_out_of_range("jax", lambda: lr.take_along_axis(lr.asarray(x),
+                                                               lr.asarray([[6]]), axis=0))
