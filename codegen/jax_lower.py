@@ -114,6 +114,10 @@ def cast(n, a):
         return f"lzj.from_bool({a}, {_jt(n.dtype)})"
     if n.dtype == D.FLOAT16 and n.in_dtype == D.FLOAT64:
         return f"lzj.f64_to_f16({a})"
+    if n.dtype in (D.INT8, D.UINT8) and n.in_dtype in D.FLOATING:
+        # XLA saturates an out-of-range float; C (and NumPy) convert through a
+        # wide int and keep the low bits: -1.0 -> uint8 255, 300.0 -> 44
+        return f"{a}.astype(jnp.int64).astype({_jt(n.dtype)})"
     return f"{a}.astype({_jt(n.dtype)})"
 
 

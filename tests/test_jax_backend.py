@@ -104,6 +104,16 @@ def test_a_buffer_someone_still_holds_is_not_donated(holder):
             np.testing.assert_array_equal(w.numpy(), np.arange(8.0) * 2.0 - 1.0)
 
 
+@pytest.mark.parametrize("to", ["uint8", "int8"])
+def test_an_out_of_range_float_cast_to_a_small_int_keeps_the_low_bits_as_c_does(to):
+    x = np.array([-1.0, 200.0, 300.5, -129.0, 12.7], np.float32)
+    with np.errstate(invalid="ignore"):
+        expected = x.astype(to)                      # C's conversion, as the c backend
+    for name in ("c", "jax"):
+        with lr.backend(name):
+            np.testing.assert_array_equal(lr.tensor(x).astype(to).numpy(), expected)
+
+
 def test_float64_and_int64_are_64_bit_without_changing_jax_config():
     before = jax.config.jax_enable_x64
     with lr.backend("jax"):
