@@ -239,6 +239,7 @@ def test_unsupported_op_is_a_counted_warned_fallback(torch_backend):
     mine = [w for w in caught if issubclass(w.category, PerformanceWarning)]
     assert len(mine) == 1, [str(w.message) for w in caught]
     assert name in str(mine[0].message) and __file__ in str(mine[0].message)
+    assert mine[0].filename == __file__   # the warning points at the user's line
     sites = lr.metrics.metrics.fallback_sites()
     assert all(where.startswith(__file__) for (_, where) in sites), sites
 

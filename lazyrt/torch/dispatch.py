@@ -33,8 +33,8 @@ from . import creation as _creation  # noqa: F401  (registers ones_like, copy...
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
 from .operands import check_devices
-from .tensor import (LazyTensor, code_of, compute, count_materialization, user_frame,
-                     from_cpu, to_torch_cpu)
+from .tensor import (LazyTensor, code_of, compute, count_materialization, from_cpu, site,
+                     to_torch_cpu, user_frame)
 
 aten = torch.ops.aten
 _state = threading.local()
@@ -243,24 +243,26 @@ DECOMPOSITIONS = _decompositions()
 _warned: set = set()
 
 
-def _where_now():
-    f = user_frame()
-    return (None, 0) if f is None else (f.f_code, f.f_lasti)
-
-
 def fallback(func, args, kwargs):
     """Run ``func`` eagerly on the CPU on computed inputs; feed the results back as data."""
     name = str(func)
-    code, offset = _where_now()
+    frame = user_frame()
+    code, offset = site(frame)
     metrics.fallbacks[name] += 1
     metrics.fallback_at[(name, code, offset)] += 1
     if name not in _warned:
         _warned.add(name)
         where = R.source_line(code, offset) or "<unknown>"
-        warnings.warn(f"lazyrt.torch: {name} has no lazy lowering; it ran eagerly on the "
-                      f"CPU (inputs computed, result fed back as data), from {where}. "
-                      f"Each call is counted in lazyrt.metrics.snapshot()['fallbacks'].",
-                      PerformanceWarning, stacklevel=2)
+        message = (f"lazyrt.torch: {name} has no lazy lowering; it ran eagerly on the CPU "
+                   f"(inputs computed, result fed back as data), from {where}. Each call is "
+                   f"counted in lazyrt.metrics.snapshot()['fallbacks'].")
+        if frame is None:
+            warnings.warn(message, PerformanceWarning, stacklevel=2)
+        else:  # reported at the user's line, not at this one
+            warnings.warn_explicit(message, PerformanceWarning, code.co_filename,
+                                   frame.f_lineno, module=frame.f_globals.get("__name__"),
+                                   registry=frame.f_globals.setdefault("__warningregistry__",
+                                                                       {}))
     check_devices(func, args)
 
     def to_cpu(x):

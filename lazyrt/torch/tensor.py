@@ -128,13 +128,18 @@ def user_frame():
     return None
 
 
+def site(frame) -> tuple:
+    """``(code, offset)`` of a frame as lazyrt's recorder keys source lines (the
+    bytecode offset on 3.11+, minus the line number before)."""
+    if frame is None:
+        return None, 0
+    return frame.f_code, (frame.f_lasti if sys.version_info >= (3, 11) else -frame.f_lineno)
+
+
 def count_materialization():
     """Count one materialization at the user's line (not torch's or lazyrt's)."""
     metrics.materializations += 1
-    f = user_frame()
-    key = (None, 0) if f is None else (f.f_code, f.f_lasti if sys.version_info >= (3, 11)
-                                       else -f.f_lineno)
-    metrics.materialized_at[key] += 1
+    metrics.materialized_at[site(user_frame())] += 1
 
 
 def compute(value) -> np.ndarray:
