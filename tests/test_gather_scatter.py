@@ -88,6 +88,11 @@ def test_take_along_axis_broadcasts_off_the_axis_as_an_embedding_lookup(backend)
     pick = np.array([[7, 0, 7, 2]])
     assert_matches(lr.take_along_axis(lr.asarray(x), lr.asarray(pick), axis=1),
                    np.take_along_axis(x, np.broadcast_to(pick, (3, 4)), axis=1))
+    # and a source of one row read by several index rows
+    row = data((1, 5), np.float64)
+    picks = indices((3, 2), 5)
+    assert_matches(lr.take_along_axis(lr.asarray(row), lr.asarray(picks), axis=1),
+                   np.take_along_axis(np.broadcast_to(row, (3, 5)), picks, axis=1))
 
 
 def test_take_along_axis_reads_strided_and_flipped_views(backend):
