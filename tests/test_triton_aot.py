@@ -219,3 +219,15 @@ def test_golden_pattern_at_bench_size_does_not_spill_on_sm90(aot_backend, case):
     used = sm90(kernels[0])
     spilling = [c for c in used.configs if c.spill_stores or c.spill_loads]
     assert not spilling, f"{kernels[0].name} spills on sm_90: {spilling}"
+
+
+def test_the_cache_key_covers_every_triton_helper_module(tmp_path):
+    from lazyrt.backends.triton_aot import _triton_helpers_digest
+    for name in ("triton_math.py", "triton_random.py", "jax_math.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    before = _triton_helpers_digest(str(tmp_path))
+    (tmp_path / "jax_math.py").write_text("x = 2\n")          # not a Triton helper
+    assert _triton_helpers_digest(str(tmp_path)) == before
+    (tmp_path / "triton_random.py").write_text("x = 2\n")     # a helper kernels import
+    assert _triton_helpers_digest(str(tmp_path)) != before
+    assert _triton_helpers_digest() != before                 # the installed folder

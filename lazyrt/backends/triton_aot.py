@@ -24,8 +24,8 @@ once; the result is kept in memory and in lazyrt's disk cache
 (``<cache>/triton-aot/<name>_<key>.json``, written through
 :class:`lazyrt.cache.CacheFolder`), keyed by the source (comment lines
 dropped), the specialized signature, the constexprs, the target, the FMA
-policy, the Triton version and the text of ``triton_math.py``. A failure is
-not cached.
+policy, the Triton version and the text of every ``kernels/triton_*.py``. A
+failure is not cached.
 
 Resources: registers per thread and spill bytes come from ``ptxas -v`` --
 Triton runs ptxas with ``-v`` and prints its log when asked
@@ -130,11 +130,17 @@ def _summarize(target: Target, configs: list) -> TargetResources:
 
 # --- the checker (in the backend's process) --------------------------------------
 
-def _triton_math_digest() -> str:
-    """The GPU helpers and autotune configs every kernel compiles against."""
-    spec = importlib.util.find_spec("lazyrt.kernels.triton_math")
-    with open(spec.origin, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+def _triton_helpers_digest(folder: str = "") -> str:
+    """The GPU helpers and autotune configs every kernel compiles against: every
+    ``kernels/triton_*.py`` module (``triton_math``, ``triton_random``...)."""
+    folder = folder or os.path.dirname(importlib.util.find_spec("lazyrt.kernels").origin)
+    h = hashlib.sha256()
+    for fname in sorted(os.listdir(folder)):
+        if fname.startswith("triton_") and fname.endswith(".py"):
+            h.update(fname.encode())
+            with open(os.path.join(folder, fname), "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def _int_key(value: int) -> str:
@@ -162,7 +168,7 @@ class AotChecker:
         self.folder = cache.CacheFolder(cache.backend_folder("triton-aot", cache_root),
                                         cache_root or cache.cache_root(),
                                         "Triton AOT results")
-        self._salt = f"{FORMAT}|{triton.__version__}|{_triton_math_digest()}|" \
+        self._salt = f"{FORMAT}|{triton.__version__}|{_triton_helpers_digest()}|" \
                      f"{os.environ.get('LAZYRT_TRITON_AUTOTUNE', '')}"
         self._memory: dict[str, TargetResources] = {}
         self._lock = threading.Lock()
