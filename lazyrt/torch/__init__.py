@@ -55,12 +55,12 @@ def _move_module(module, device):
 
 
 def eager(t: torch.Tensor) -> torch.Tensor:
-    """A lazy tensor's value as a CPU tensor (a barrier, counted with your line)."""
+    """A lazy tensor's value as a new CPU tensor outside autograd (a barrier,
+    counted with your line); ``t.cpu()`` is the differentiable move."""
     if not is_lazy(t):
         raise TypeError(f"lazyrt.torch.eager: expected a lazy tensor, got one on {t.device}")
     count_materialization()
-    out = to_torch_cpu(unwrap(t))
-    return out.requires_grad_(t.requires_grad) if t.is_floating_point() else out
+    return to_torch_cpu(unwrap(t))
 
 
 def to_cpu(obj):
