@@ -3,9 +3,12 @@
 One flat program per ``BLOCK`` elements of the indices' shape; each element's
 coordinates come from its flat position (sizes are runtime arguments, in
 ``spec.iargs()`` order after the pointers and ``fa``). The pointers: the data
-(source or values), the indices, and the result, or for a scatter its
-accumulator (:func:`scatter_accumulator`), which the launcher zeroes first
-and converts into the result after.
+(source or values), the indices, the result, or for a scatter its accumulator
+(:func:`scatter_accumulator`), which the launcher zeroes first and converts
+into the result after, and ``flag``, two int64: an index out of range sets
+``flag[0]`` and writes itself to ``flag[1]`` (then is clamped, never followed),
+and the launcher raises IndexError from them: on a GPU once per program run,
+after its launches (no wait per kernel, and CUDA graphs capture it).
 
 gather is an indexed load and a contiguous store. scatter_add is a
 ``tl.atomic_add`` per element: the order in which a result element's
@@ -46,7 +49,7 @@ def emit_gather_triton(spec: GatherScatterSpec) -> tuple:
     name = f"lz_{spec.name}"
     r, a = len(spec.shape), spec.axis
     sizes = [f"n{k}" for k in range(r)]
-    params = (["data", "idx", "out", "fa"] + sizes + ["d_o"] + [f"d_s{k}" for k in range(r)]
+    params = (["data", "idx", "out", "flag", "fa"] + sizes + ["d_o"] + [f"d_s{k}" for k in range(r)]
               + ["x_o"] + [f"x_s{k}" for k in range(r)] + ["size", "BLOCK: tl.constexpr"])
     lines = [f"# {spec.kind} along axis {a} of a rank-{r} {D.NAMES[spec.dtype]} tensor by "
              f"{D.NAMES[spec.index_dtype]} indices",
@@ -60,9 +63,13 @@ def emit_gather_triton(spec: GatherScatterSpec) -> tuple:
             lines += ["    i0 = rest", "    mask = i0 < n0  # e past the end (sizes are > 0)"]
     index = " + ".join(["x_o"] + [f"i{k} * x_s{k}" for k in range(r)])
     lines.append(f"    j = tl.load(idx + {index}, mask=mask, other=0).to(tl.int64)")
+    low = "-size" if spec.negative else "0"
+    lines += [f"    bad = mask & ((j < {low}) | (j >= size))",
+              "    tl.store(flag + 0 * e, 1, mask=bad)  # the launcher raises IndexError",
+              "    tl.store(flag + 1 + 0 * e, j, mask=bad)  # naming one of them"]
     if spec.negative:
         lines.append("    j = tl.where(j < 0, j + size, j)")
-    lines.append("    j = tl.minimum(tl.maximum(j, 0), size - 1)  # range checked before")
+    lines.append("    j = tl.minimum(tl.maximum(j, 0), size - 1)  # never out of bounds")
     if spec.kind == GATHER:
         src = " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r) if k != a]
                          + [f"j * d_s{a}"])

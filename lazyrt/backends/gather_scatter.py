@@ -2,13 +2,13 @@
 
 A plan holds these ops as opaque steps (``lazyrt/backends/host.py`` kinds); the
 compiled backends run each as its own generated kernel (``codegen/c_gather.py``,
-``codegen/triton_gather.py``) instead of NumPy on the host. Before a launch the
-indices' range is checked with one min/max pass over their distinct elements
-(a broadcast index is read once, not once per use) and an index out of range
-raises IndexError naming the op; the kernels clamp as well, so nothing is ever
-read or written outside a buffer. On a GPU that check is one fused min/max and
-a device-to-host read per launch (a known cost: an error flag the program reads
-once at its end would avoid the wait).
+``codegen/triton_gather.py``) instead of NumPy on the host. An index out of
+range raises IndexError naming the op, and the kernels clamp, so nothing is
+ever read or written outside a buffer. C: before the launch, one min/max pass
+over the indices' distinct elements (a broadcast index is read once, not once
+per use). Triton: the kernel flags a bad index and the launch raises from the
+flag, at once on the CPU and, on a GPU, after the program's last launch
+(:meth:`TritonGatherScatter.check`: one read per run, and CUDA graphs capture it).
 """
 from __future__ import annotations
 
@@ -45,20 +45,6 @@ def check_indices_numpy(spec, flat):
         flat[spec.index_offset:], shape, tuple(s * flat.itemsize for s in spec.index_strides),
         writeable=False)
     _raise_if_outside(spec, int(view.min()), int(view.max()))
-
-
-def check_indices_torch(spec, flat):
-    """As :func:`check_indices_numpy`, for a flat torch buffer (one min/max, one read)."""
-    import torch
-    shape = _distinct_shape(spec)
-    if 0 in spec.shape or not shape:
-        return
-    strides = list(spec.index_strides)
-    view = torch.as_strided(flat, shape, [abs(s) for s in strides],
-                            spec.index_offset + sum((d - 1) * s for d, s in zip(shape, strides)
-                                                    if s < 0))
-    lo, hi = torch.aminmax(view)
-    _raise_if_outside(spec, *(int(v) for v in torch.stack([lo, hi]).tolist()))
 
 
 def _raise_if_outside(spec, lo, hi):
@@ -109,8 +95,10 @@ def bytes_moved(spec) -> int:
 
 
 class TritonGatherScatter:
-    """A Triton gather / scatter_add kernel with its range check; a scatter
-    zeroes its accumulator first and converts it into the result after."""
+    """A Triton gather / scatter_add kernel; a scatter zeroes its accumulator first
+    and converts it into the result after. The kernel flags an index out of range
+    (``codegen/triton_gather.py``); :meth:`check` raises it: at once on the CPU,
+    after the program's last launch on a GPU (one read per run, no wait per kernel)."""
 
     def __init__(self, spec, step, fn, name, on_cpu):
         from ..codegen.triton_gather import BLOCK, scatter_accumulator
@@ -123,12 +111,13 @@ class TritonGatherScatter:
         self.meta = {"BLOCK": BLOCK, "num_warps": 4}
         self.out_size = int(np.prod(spec.out_shape))
         self.acc = None if spec.kind == GATHER else scatter_accumulator(spec)
+        self.flag = None  # two int64 on the buffers' device, made at the first run
         self.resources = ()
 
     def pointer_dtypes(self) -> list:
         """The kernel's pointer element types, by name (for the AOT check)."""
         from .triton import _torch_dtype
-        codes = [self.spec.dtype, self.spec.index_dtype, self.acc or self.spec.dtype]
+        codes = [self.spec.dtype, self.spec.index_dtype, self.acc or self.spec.dtype, D.INT64]
         return [str(_torch_dtype(c)).replace("torch.", "") for c in codes]
 
     def run(self, bufs, fa):
@@ -144,14 +133,23 @@ class TritonGatherScatter:
                 target = torch.zeros(max(1, self.out_size), dtype=_torch_dtype(self.acc),
                                      device=out.device)
         if not self.empty:
+            if self.flag is None:
+                self.flag = torch.zeros(2, dtype=torch.int64, device=out.device)
+            self.flag.zero_()
+            self.fn[self.grid](data, index, target, self.flag, fa, *self.iargs, **self.meta)
             if self.on_cpu:
-                check_indices_numpy(self.spec, index.numpy().reshape(-1))
-            else:
-                check_indices_torch(self.spec, index.reshape(-1))
-            self.fn[self.grid](data, index, target, fa, *self.iargs, **self.meta)
+                self.check()
         if target is not out:
             target = target[:self.out_size]
             out[:self.out_size].copy_(target != 0 if self.spec.dtype == D.BOOL else target)
+
+    def check(self):
+        """Raise IndexError if the last run met an index out of range."""
+        if self.flag is None:
+            return
+        bad, value = self.flag.tolist()
+        if bad:
+            raise IndexError(out_of_range_message(self.spec, int(value)))
 
 
 def triton_launch(cache, step, buffers, on_cpu):

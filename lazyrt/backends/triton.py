@@ -297,6 +297,9 @@ class TritonProgram:
         self.record = record
         self.launches = launches
         self.kernels = len(launches)  # as the C backend counts: every launch
+        # launches whose kernels flag bad input (gather / scatter_add indices), read
+        # once per run after the last launch on a GPU
+        self.checks = [launch for launch in launches if hasattr(launch, "check")]
         self.device = device
         self.on_cpu = device == "cpu"
         self.scratch = None
@@ -361,6 +364,9 @@ class TritonProgram:
             else:
                 for launch in self.launches:
                     launch.run(bufs, fa_t)
+        if not self.on_cpu:  # on the CPU each launch checked at once
+            for launch in self.checks:
+                launch.check()
         self.runs += 1
         if self.use_graphs and self.runs == 2:
             self._capture(bufs, fa_t)
@@ -422,6 +428,8 @@ class TritonProgram:
                 _put_scalar(fa, slot, value)
         self.static_fa.copy_(torch.from_numpy(fa), non_blocking=True)
         self.graph.replay()
+        for launch in self.checks:
+            launch.check()
         return self._outputs(self.static)
 
 
