@@ -2,13 +2,16 @@
 
 NumPy semantics where Triton's own operators differ: NaN-propagating
 maximum/minimum, floor division and modulo with the divisor's sign (and
-``x // 0 == 0`` for integers), ``np.round`` (half to even), ``np.power``.
+``x // 0 == 0`` for integers), ``np.round`` (half to even), ``np.power``,
+shifts by any amount, ``copysign``/``signbit`` on the bits, ``logaddexp``.
 
 Two implementations of the transcendental helpers, picked at import time:
 on a GPU they call libdevice (correctly rounded or within 1-2 ULP); under
 ``TRITON_INTERPRET=1`` libdevice does not exist, so they are written with
 ``tl.exp``/``tl.log`` (which the interpreter evaluates with NumPy) using the
-usual cancellation-free formulations (Kahan's log1p/expm1).
+usual cancellation-free formulations (Kahan's log1p/expm1); the array API's
+inverse trigonometric and hyperbolic functions evaluate in float64 there (an
+atan series after two reductions), so float32 results are within 1 ULP.
 """
 import os
 
