@@ -275,3 +275,17 @@ def test_integer_division_ordering_and_logical_forms(torch_backend, fn):
     got = fn(x.to("lazy"))
     assert lr.metrics.snapshot()["fallbacks"] == {}
     assert_same(got, fn(x))
+
+
+def test_cpu_index_tensors_may_index_a_lazy_tensor(torch_backend):
+    x = torch.arange(12.0).reshape(4, 3)
+    idx = torch.tensor([3, 0, 3])
+    lr.metrics.reset()
+    assert_same(x.to("lazy")[idx], x[idx])          # as a cuda tensor takes CPU indices
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PerformanceWarning)
+        lx = x.to("lazy")
+        lx[idx[:2]] = -1.0
+    x[idx[:2]] = -1.0
+    assert_same(lx, x)

@@ -38,7 +38,10 @@ from .tensor import (LazyTensor, code_of, compute, count_materialization, from_c
 
 aten = torch.ops.aten
 _state = threading.local()
-_COPY = aten.copy.default
+#: ops that take CPU tensors beside lazy ones, as eager torch lets them beside cuda:
+#: copy_ moves data between devices; index tensors may live on the CPU
+CROSS_DEVICE = frozenset({aten.copy.default, aten.index.Tensor, aten.index_put.default,
+                          aten.index_put_.default})
 
 
 def depth() -> int:
@@ -68,7 +71,7 @@ def _dispatch(func, args, kwargs):
         return barrier(*args, **kwargs)
     lower = LOWERINGS.get(func)
     if lower is not None:
-        if func is not _COPY:  # copy_ is how data moves between devices
+        if func not in CROSS_DEVICE:
             check_devices(func, args)
         try:
             out = lower(*args, **kwargs)
@@ -263,7 +266,8 @@ def fallback(func, args, kwargs):
                                    frame.f_lineno, module=frame.f_globals.get("__name__"),
                                    registry=frame.f_globals.setdefault("__warningregistry__",
                                                                        {}))
-    check_devices(func, args)
+    if func not in CROSS_DEVICE:
+        check_devices(func, args)
 
     def to_cpu(x):
         if type(x) is LazyTensor:

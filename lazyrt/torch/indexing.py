@@ -20,17 +20,19 @@ from ..api import reductions as RD
 from ..api import sorting as SO
 from .lowerings import LOWERINGS, _register
 from .operands import value
-from .tensor import LazyTensor, code_of
+from .tensor import LazyTensor, code_of, from_cpu
 
 aten = torch.ops.aten
 
 
 def _index(a, indices):
     """``a[idx]`` for one integer index tensor on dim 0 (others: the fallback)."""
-    if len(indices) != 1 or type(indices[0]) is not LazyTensor or \
+    if len(indices) != 1 or not isinstance(indices[0], torch.Tensor) or \
             indices[0].dtype in (torch.bool, torch.uint8):
         return NotImplemented
-    x, idx = value(a), value(indices[0])
+    # an index tensor may be on the CPU (eager lets it index a cuda tensor too)
+    x = value(a)
+    idx = value(indices[0]) if type(indices[0]) is LazyTensor else from_cpu(indices[0])
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
     picked = M.take(x, flat, axis=0)
     return S.reshape(picked, tuple(idx.shape) + tuple(x.shape[1:]))
