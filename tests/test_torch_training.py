@@ -204,3 +204,22 @@ def test_batch_norm_training_and_eval_match_eager(torch_backend):
     eager.eval(), lazy.eval()
     assert_same(lazy(x.to("lazy")), eager(x), rtol=1e-12, atol=1e-15)
     assert lr.metrics.snapshot()["fallbacks"] == {}
+
+
+def test_transformer_encoder_layer_gradients_match_eager(torch_backend):
+    torch.manual_seed(9)
+    eager = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).double()
+    lazy = lt.lazy(copy.deepcopy(eager))
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64)
+    lr.metrics.reset()
+    outs = []
+    for model, dev in ((eager, "cpu"), (lazy, "lazy")):
+        out = model(x.to(dev), src_mask=mask.to(dev), is_causal=True)
+        (out * out).sum().backward()
+        outs.append(out)
+    lt.mark_step()
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    assert_same(outs[1], outs[0], rtol=1e-10, atol=1e-12)
+    for p, q in zip(eager.parameters(), lazy.parameters()):
+        assert_same(q.grad, p.grad, rtol=1e-9, atol=1e-11)
