@@ -145,6 +145,12 @@ RANDOM = {
         _drawn(a, lambda t: t.uniform_(low, high, generator=generator)),
     aten.bernoulli.p: lambda a, p=0.5, *, generator=None:
         _drawn(a, lambda t: t.bernoulli_(p, generator=generator)),
+    aten.random.default: lambda a, *, generator=None:
+        _drawn(a, lambda t: t.random_(generator=generator)),
+    aten.random.to: lambda a, to, *, generator=None:
+        _drawn(a, lambda t: t.random_(to, generator=generator)),
+    getattr(aten.random, "from"): lambda a, low, high=None, *, generator=None:
+        _drawn(a, lambda t: t.random_(low, high, generator=generator)),
     aten.rand_like.default: lambda a, *, dtype=None, generator=None, **_ignored:
         _drawn(a, lambda t: t.uniform_(0, 1, generator=generator), dtype),
     aten.randn_like.default: lambda a, *, dtype=None, generator=None, **_ignored:
