@@ -12,11 +12,9 @@ import math
 import array_api_strict as xps
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import lazyrt as lr
-from conftest import DTYPE_NAMES, arrays, assert_exact, lazy_inputs, shapes
+from conftest import DTYPE_NAMES, assert_exact
 
 # --- the protocol -----------------------------------------------------------------------
 
