@@ -170,8 +170,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
         raise TypeError(f"lazyrt.from_dlpack: {type(x).__name__} does not support DLPack "
                         "(it has no __dlpack__); use lr.asarray")
     try:
-        arr = np.from_dlpack(x, copy=copy)
-    except (BufferError, ValueError, TypeError) as exc:
+        # device="cpu": a producer on another device copies to the host where it can
+        # (unless copy=False, where it must refuse)
+        arr = np.from_dlpack(x, device="cpu", copy=copy)
+    except (BufferError, ValueError, TypeError, RuntimeError) as exc:
         raise type(exc)(f"lazyrt.from_dlpack: cannot read this {type(x).__name__} on the CPU "
                         f"(copy={copy}): {exc}") from exc
     return asarray(arr, copy=False if copy is False else None)
