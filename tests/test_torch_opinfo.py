@@ -22,6 +22,9 @@ UNINITIALIZED = {"empty_like", "new_empty", "new_empty_strided"}
 #: OpInfo variants that reach overloads without a native lowering (they decompose or
 #: fall back, and are not what this file checks)
 NOT_NATIVE: set = set()
+#: lowerings that take some forms and leave the rest to the counted fallback
+#: (lazyrt/torch/indexing.py says which): their samples must match eager either way
+PARTIAL = {"gather", "scatter_add", "index_put"}
 
 
 def _lowered_names():
@@ -70,7 +73,8 @@ def test_lowering_matches_eager_on_opinfo_samples(oracle, op, dtype):
         lr.metrics.reset()
         got = op(tree_map(_lazy, sample.input), *tree_map(_lazy, sample.args),
                  **tree_map(_lazy, sample.kwargs))
-        assert lr.metrics.snapshot()["fallbacks"] == {}, sample
+        fallbacks = lr.metrics.snapshot()["fallbacks"]
+        assert fallbacks == {} or op.name in PARTIAL, (sample, fallbacks)
         if op.name == "sort" and not sample.kwargs.get("stable"):
             _check_unstable_sort(sample, got, want)
             continue

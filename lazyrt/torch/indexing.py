@@ -1,10 +1,14 @@
-"""Lowerings that pick, reorder or repeat elements: ``index`` with one integer
-index tensor (what ``nn.Embedding`` and ``x[idx]`` record) through lazyrt's
-``take``; ``flip``, ``repeat``, ``sort``, ``cumsum``/``cumprod``.
+"""Lowerings that pick, scatter, reorder or repeat elements: ``index`` with one
+integer index tensor (what ``nn.Embedding`` and ``x[idx]`` record) through
+lazyrt's ``take``; ``gather``, ``scatter_add`` and ``index_put(accumulate=True)``
+(an embedding's backward) through ``take_along_axis``, ``scatter_add`` and
+``index_add``; ``flip``, ``repeat``, ``sort``, ``cumsum``/``cumprod``.
 
-``index`` with a boolean mask (a data-dependent shape), several index tensors,
-and the scatters (``index_put``, embedding's backward) are not here: they run
-through the counted fallback until lazyrt's op table has gather/scatter-add.
+Other forms return ``NotImplemented`` and go on to the next stage (a
+decomposition, or the counted fallback): ``index`` with a boolean mask (a
+data-dependent shape) or several index tensors, ``index_put`` without
+``accumulate`` (repeated indices would race), a ``scatter_add`` whose index
+covers only part of the other axes.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import torch
 from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..api import creation as C
+from ..api import indexing as IX
 from ..api import manipulation as M
 from ..api import views as V
 from ..api import pointwise as P
@@ -32,10 +37,48 @@ def _index(a, indices):
         return NotImplemented
     # an index tensor may be on the CPU (eager lets it index a cuda tensor too)
     x = value(a)
-    idx = value(indices[0]) if type(indices[0]) is LazyTensor else from_cpu(indices[0])
+    idx = _index_tensor(indices[0])
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
     picked = M.take(x, flat, axis=0)
     return S.reshape(picked, tuple(idx.shape) + tuple(x.shape[1:]))
+
+
+def _index_tensor(t):
+    return value(t) if type(t) is LazyTensor else from_cpu(t)
+
+
+def _gather(a, dim, index, *, sparse_grad=False):
+    x, idx = value(a), _index_tensor(index)
+    if x.ndim == 0 or idx.ndim != x.ndim:
+        return NotImplemented
+    # torch reads x only over the index's extent on the other axes
+    cut = tuple(slice(None) if k == dim % x.ndim else slice(0, n)
+                for k, n in enumerate(idx.shape))
+    return IX.take_along_axis(S.getitem(x, cut), idx, axis=dim, negative_indices=False)
+
+
+def _scatter_add(a, dim, index, src):
+    x, idx, v = value(a), _index_tensor(index), value(src)
+    axis = dim % max(x.ndim, 1)
+    if x.ndim == 0 or idx.ndim != x.ndim or any(
+            n != m for k, (n, m) in enumerate(zip(idx.shape, x.shape)) if k != axis):
+        return NotImplemented
+    v = S.getitem(v, tuple(slice(0, n) for n in idx.shape))  # src is read over the index
+    return IX.scatter_add(x, idx, v, axis=axis, negative_indices=False)
+
+
+def _index_put(a, indices, values, accumulate=False):
+    if not accumulate or len(indices) != 1 or not isinstance(indices[0], torch.Tensor) or \
+            indices[0].dtype in (torch.bool, torch.uint8):
+        return NotImplemented
+    x, idx = value(a), _index_tensor(indices[0])
+    if x.ndim == 0:
+        return NotImplemented
+    v = values.value if type(values) is LazyTensor else from_cpu(values)
+    v = V.broadcast_to(v, tuple(idx.shape) + tuple(x.shape[1:]))
+    # one row of values per index, whatever the index's shape
+    flat = S.reshape(idx, (-1,))
+    return IX.index_add(x, flat, S.reshape(v, (flat.shape[0],) + tuple(x.shape[1:])), axis=0)
 
 
 def _flip(a, dims):
@@ -78,6 +121,9 @@ def _cumulative(fn):
 
 
 _register([aten.index.Tensor], _index)
+_register([aten.gather.default], _gather)
+_register([aten.scatter_add.default], _scatter_add)
+_register([aten.index_put.default], _index_put)
 _register([aten.flip.default], _flip)
 _register([aten.repeat.default], _repeat)
 _register([aten.sort.default, aten.sort.stable], _sort)
