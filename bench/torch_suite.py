@@ -137,6 +137,7 @@ def _row(case, peer, peers) -> dict:
     eager_ms, compile_ms = _median_ms(peers, "torch eager"), _median_ms(peers, "torch.compile")
     first = x["first_steps_s"]
     row = {"model": case.name, "peer": peer.name, "ms": ms,
+           "best_ms": min(x["samples_s"]) * 1e3,     # the least disturbed sample
            "vs_eager": ms / eager_ms if eager_ms else None,
            "vs_compile": ms / compile_ms if compile_ms else None,
            "compile_s": max(0.0, sum(first) - len(first) * x["median_s"]),
