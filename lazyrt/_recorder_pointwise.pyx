@@ -33,7 +33,7 @@ cdef list OP_NAMES = [op.name for op in _ops.OPS]
 cdef int OP_POW = _ops.POW.id
 cdef int OP_EQ = _ops.EQ.id      # EQ, NE, LT, LE, GT, GE are consecutive in the op table
 cdef int OP_GE = _ops.GE.id
-cdef int D_INT64 = _D.INT64
+cdef int D_INT64 = _D.INT64, D_BOOL = _D.BOOL
 
 
 def _load_tables():
@@ -252,6 +252,11 @@ cdef class PointwiseTensor(TensorBase):
     def __irshift__(self, o): return _inplace(RSHIFT, self, o)
 
     def __neg__(self): return unary(NEG, self)
-    def __pos__(self): return _wrap(self._node)  # a new tensor, as +ndarray is a copy
+    def __pos__(self):
+        """A new tensor over the same node (+ndarray is a copy); bool refused, as NumPy."""
+        if self._node.dtype == D_BOOL:
+            raise DTypeError(f"lazyrt.positive: not defined for bool (shape "
+                             f"{self._node.shape}), as np.positive; use the tensor itself")
+        return _wrap(self._node)
     def __abs__(self): return unary(ABS, self)
     def __invert__(self): return unary(INVERT, self)

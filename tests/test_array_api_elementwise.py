@@ -295,6 +295,8 @@ def test_shifts_and_float_functions_refuse_what_numpy_refuses():
         lr.tensor(np.ones(3, np.int8)) << 300
     with pytest.raises(lr.DTypeError, match="positive.*bool"):
         lr.positive(lr.tensor(np.ones(3, bool)))
+    with pytest.raises(lr.DTypeError, match="positive.*bool"):
+        +lr.tensor(np.ones(3, bool))
 
 
 # ---- shapes, views, aliases ------------------------------------------------------------

@@ -74,11 +74,7 @@ bitwise_invert = invert
 def positive(x):
     """``+x``: a new tensor with the same value (no data moves). Not for bool,
     as ``np.positive`` and the standard (numeric dtypes)."""
-    x = _tensor(x)
-    if x._node.dtype == D.BOOL:
-        raise DTypeError(f"lazyrt.positive: not defined for bool (shape {x.shape}), as "
-                         f"np.positive; use the tensor itself")
-    return R.wrap(x._node)
+    return +_tensor(x)
 
 
 def real(x):
