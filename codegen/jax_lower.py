@@ -194,11 +194,6 @@ def setslice(n, base, value):
 
 # --- opaque indexed reads, sorting and searching (attrs as in lazyrt/ops.py) ---
 
-def take(n, a, indices):
-    """Indices out of range raise at run time (``lzj.take``), as on every backend."""
-    return f"lzj.take({a}, {indices}, {n.attrs[0]})"
-
-
 def sort(n, a):
     axis, descending = n.attrs
     return f"jnp.sort({a}, axis={axis}, stable=True, descending={descending})"

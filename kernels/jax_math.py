@@ -168,22 +168,6 @@ def arg(fn, x, axes, keepdims):
     return out.reshape((1,) * x.ndim) if keepdims else out
 
 
-def _index_check(bad, size, axis):
-    if bad:
-        raise IndexError(f"lazyrt.take: an index is out of range for axis {axis} of size "
-                         f"{size}; indices must lie in [-{size}, {size})")
-
-
-def take(x, indices, axis):
-    """``take`` that never reads out of bounds and raises where an index is out of
-    range, as every lazyrt backend does (XLA would clamp silently)."""
-    import jax
-    size = x.shape[axis]
-    jax.debug.callback(_index_check, jnp.any((indices < -size) | (indices >= size)), size, axis)
-    indices = jnp.where(indices < 0, indices + size, indices)
-    return jnp.take(x, indices, axis=axis, mode="clip")
-
-
 def _gather_check(bad, name, size, axis):
     if bad:
         raise IndexError(f"{name}: an index is out of range for axis {axis} of size {size}")

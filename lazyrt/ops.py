@@ -13,7 +13,7 @@ Kinds:
   SCAN       running combine along one axis (attrs = (axis, include_initial))
   VIEW       reshape / permute / expand / slice: no arithmetic, only indexing
   MATMUL     ``np.matmul`` semantics
-  OPAQUE     concat, setslice, take, sort, argsort, searchsorted: work the planner does
+  OPAQUE     concat, setslice, sort, argsort, searchsorted: work the planner does
              not fuse into loops (the host runs it, lazyrt/backends/host.py); gather
              and scatter_add, own kernels on the C and Triton backends
 
@@ -463,20 +463,9 @@ SETSLICE = _def("setslice", OPAQUE, 2, _setslice,
                 jax=J.setslice)
 
 
-# --- opaque indexed reads, sorting and searching ------------------------------
+# --- opaque sorting and searching ----------------------------------------------
 # Their output shapes do not depend on the data, so they stay lazy; they run
 # on the host (lazyrt/backends/host.py) from these references, on every backend.
-
-def _take(a, indices, attrs):
-    (axis,) = attrs
-    n = a.shape[axis]
-    bad = (indices < -n) | (indices >= n)
-    if bad.any():  # never read out of bounds: the standard leaves it unspecified
-        raise IndexError(f"lazyrt.take: index {indices[bad][0]} is out of range for axis "
-                         f"{axis} of size {n} (shape {a.shape}); indices must lie in "
-                         f"[-{n}, {n})")
-    return np.take(a, indices, axis=axis)
-
 
 def _sort(a, attrs, arg=False):
     """Stable sort along ``axis``; NaN sorts as the largest value (last ascending).
@@ -492,10 +481,6 @@ def _sort(a, attrs, arg=False):
     return a.shape[axis] - 1 - order
 
 
-TAKE = _def("take", OPAQUE, 2, _take,
-            doc="x[..., indices, ...] along attrs[0]; indices 1-D int64, negative ones "
-                "count from the end; an index out of range raises IndexError",
-            jax=J.take)
 SORT = _def("sort", OPAQUE, 1, _sort,
             doc="attrs = (axis, descending): stable; NaN last ascending, first descending",
             jax=J.sort)

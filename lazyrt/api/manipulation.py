@@ -30,6 +30,7 @@ from .creation import arange, asarray
 from .pointwise import astype, where
 from .reductions import sum as _sum
 from .views import _axis, _t, broadcast_to, concat, permute, reshape, swapaxes
+from .indexing import take_along_axis
 
 __all__ = ["broadcast_arrays", "flip", "matrix_transpose", "meshgrid", "moveaxis",
            "permute_dims", "repeat", "roll", "take", "tensordot", "tile", "tril", "triu",
@@ -277,7 +278,8 @@ def take(x, indices, /, *, axis=None):
     """Elements of ``x`` at ``indices`` (1-D, integer) along ``axis``, which may be
     omitted only for a 1-D ``x``. Negative indices count from the end; an index
     out of range raises IndexError when the result is computed (never an
-    out-of-bounds read). Lazy: one OPAQUE op the host runs.
+    out-of-bounds read). Lazy: the gather of :func:`lazyrt.take_along_axis`, with
+    the indices broadcast over the other axes (a kernel on C and Triton).
 
     >>> import lazyrt as lr
     >>> lr.take(lr.asarray([[1, 2], [3, 4]]), lr.asarray([1, -2, 1]), axis=0).tolist()
@@ -298,10 +300,9 @@ def take(x, indices, /, *, axis=None):
     if x.shape[axis] == 0 and indices.shape[0]:
         raise IndexError(f"lazyrt.take: cannot take from axis {axis} of size 0 "
                          f"(shape {x.shape})")
-    indices = astype(indices, "int64")
-    shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
-    return R.wrap(R.record(ops.TAKE.id, x._node.dtype, shape, (x._node, indices._node),
-                           (axis,)))
+    along = [1] * x.ndim
+    along[axis] = indices.shape[0]
+    return take_along_axis(x, reshape(indices, tuple(along)), axis=axis)
 
 
 # --- contractions -----------------------------------------------------------------------
