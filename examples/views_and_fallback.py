@@ -19,6 +19,6 @@ z = lr.exp(y / 24.0).sum(axis=1)
 print(z)                                       # a barrier: print
 if bool(z.max() > 100):                        # a barrier: bool()
     print("large")
-picked = x[np.array([0, 2])]                   # advanced indexing: a fallback
+picked = x[np.array([0, 2]), np.array([1, 5])]  # two index arrays: a fallback
 print(float((picked * 2).sum()))               # a barrier: float()
 sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)

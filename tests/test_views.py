@@ -251,8 +251,40 @@ def test_tensor_copies_and_asarray_freezes_its_input(backend):
     assert_exact(t, np.array([0.0, 1.0, 2.0]))
 
 
-def test_advanced_indexing_falls_back_and_is_counted(backend, fresh_metrics):
-    a = np.arange(10.0)
+def test_advanced_indexing_with_several_arrays_falls_back_and_is_counted(backend,
+                                                                          fresh_metrics):
+    a = np.arange(12.0).reshape(3, 4)
     t = lr.tensor(a)
-    assert_exact(t[[1, 3, 5]], a[[1, 3, 5]])
+    assert_exact(t[[1, 2], [3, 0]], a[[1, 2], [3, 0]])
     assert lr.metrics.snapshot()["fallbacks"].get("getitem[advanced]") == 1
+
+
+@pytest.mark.parametrize("index", [[1, 3, -1], np.array([[2], [0]]), np.array([], np.int64),
+                                   np.array(1)])
+def test_one_integer_array_is_a_lazy_gather(backend, fresh_metrics, index):
+    a = np.arange(20.0).reshape(5, 4)
+    t = lr.tensor(a) * 2.0
+    picked = t[index] + 1.0
+    picked_by_tensor = t[lr.asarray(np.asarray(index, np.int64))]
+    assert lr.metrics.snapshot()["materializations"] == 0 and picked.is_pending
+    assert_exact(picked, a[index] * 2.0 + 1.0)
+    assert_exact(picked_by_tensor, (a * 2.0)[index])
+    assert not lr.metrics.snapshot()["fallbacks"]
+
+
+@pytest.mark.parametrize("shape, mask_ndim", [((6,), 1), ((3, 4), 2), ((3, 4), 1), ((), 0),
+                                              ((0, 2), 1)])
+def test_a_boolean_mask_is_a_barrier_on_the_mask_only(backend, fresh_metrics, shape, mask_ndim):
+    rng = np.random.default_rng(0)
+    a, m = rng.standard_normal(shape), rng.standard_normal(shape[:mask_ndim])
+    t = lr.tensor(a) * 3.0
+    mask = lr.tensor(m) * 2.0 > 0.5                          # pending
+    picked = t[mask] + 1.0
+    assert lr.metrics.snapshot()["materializations"] == 1     # the mask, at this line
+    assert picked.is_pending and not lr.metrics.snapshot()["fallbacks"]
+    assert_exact(picked, (a * 3.0)[m * 2.0 > 0.5] + 1.0)
+
+
+def test_a_mask_that_does_not_match_the_leading_axes_is_an_index_error():
+    with pytest.raises(IndexError, match=r"mask of shape \(2,\).*shape \(3,\)"):
+        lr.tensor(np.arange(3.0))[np.array([True, False])]

@@ -178,12 +178,38 @@ def flatten(x, start_dim=0, end_dim=-1):
 # --- indexing ---------------------------------------------------------------
 
 def _advanced_getitem(x, index):
-    """Indexing with arrays, masks or tensors: computed eagerly by NumPy (a
-    barrier, counted as a fallback); basic indexing never gets here."""
+    """Indexing with arrays, masks or tensors (basic indexing never gets here).
+
+    One integer array or tensor, ``x[idx]``, is a lazy gather along axis 0. One
+    boolean mask, ``x[mask]``, has a data-dependent shape: a barrier on the mask
+    only (counted as a materialization at the user's line when the mask is a
+    pending tensor), then a lazy gather of the selected elements. Any other
+    form is computed eagerly by NumPy: a barrier, counted as a fallback."""
+    key = index if isinstance(index, tuple) else (index,)
+    if len(key) == 1 and isinstance(key[0], (R.TensorBase, np.ndarray, list)):
+        picked = _t(key[0])
+        if picked._node.dtype == D.BOOL:
+            return _mask_getitem(x, picked)
+        if picked._node.dtype in D.INTEGRAL and x.ndim:
+            from .manipulation import take
+            flat = take(x, reshape(picked, (-1,)), axis=0)
+            return reshape(flat, picked.shape + x.shape[1:])
     metrics.count_fallback("getitem[advanced]")
     key = tuple(np.asarray(i) if isinstance(i, R.TensorBase) else i
                 for i in (index if isinstance(index, tuple) else (index,)))
     return asarray(x.numpy()[key])
+
+
+def _mask_getitem(x, mask):
+    """``x[mask]``: the elements (or sub-arrays) where ``mask`` is True, in order."""
+    from .data_dependent import _computed
+    from .manipulation import take
+    if mask.shape != x.shape[:mask.ndim]:
+        raise IndexError(f"lazyrt.getitem: a boolean mask of shape {mask.shape} does not "
+                         f"match the leading axes of a tensor of shape {x.shape}")
+    selected = np.flatnonzero(_computed(mask) if mask.is_pending else mask.numpy())
+    rows = reshape(x, (int(np.prod(mask.shape, dtype=np.int64)),) + x.shape[mask.ndim:])
+    return take(rows, asarray(selected.astype(np.int64)), axis=0)
 
 
 # basic indexing (ints, slices, None, ...) is parsed and recorded in Cython
