@@ -92,21 +92,6 @@ def test_factories_on_the_lazy_device(torch_backend, factory):
     assert_same(got, factory("cpu"))
 
 
-@pytest.mark.parametrize("draw", [
-    lambda d: torch.randn(4, 5, device=d), lambda d: torch.rand(3, device=d),
-    lambda d: torch.randint(0, 5, (6,), device=d), lambda d: torch.randint(7, (6,), device=d),
-    lambda d: torch.randn_like(torch.ones(2, 2).to(d)),
-    lambda d: torch.empty(3, device=d).uniform_(2, 3),
-    lambda d: torch.bernoulli(torch.full((5,), 0.5, device=d))])
-def test_random_draws_come_from_torchs_generator(torch_backend, draw):
-    torch.manual_seed(3)
-    lr.metrics.reset()
-    got = draw("lazy")
-    assert lr.metrics.snapshot()["fallbacks"] == {}
-    torch.manual_seed(3)
-    assert_same(got, draw("cpu"))
-
-
 def test_materializing_calls_count_with_the_users_line(torch_backend):
     x = (torch.arange(3.0).to("lazy") + 1)
     lr.metrics.reset()

@@ -19,9 +19,11 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import runtime
 from . import factories as _factories
+from .random import eager_random, eager_random_enabled
 from .tensor import DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 
-__all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy"]
+__all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
+           "eager_random"]
 
 _factories.install()
 

@@ -2,8 +2,8 @@
 
 1. barriers: ``_local_scalar_dense`` (``item()``, ``bool()``) and ``_to_copy``
    to another device (``cpu()``, ``print``) compute the value;
-2. native lowerings (:mod:`lazyrt.torch.lowerings`), incl. random draws
-   from torch's own CPU generator (so ``torch.manual_seed`` reproduces eager);
+2. native lowerings (:mod:`lazyrt.torch.lowerings`), then random draws and
+   dropout (:mod:`lazyrt.torch.random`: Philox, or torch's draws in eager-mask mode);
 3. in-place ops on raw lazy tensors (inside decompositions only; user tensors are
    functionalized) as their out-of-place op, rebound;
 4. ``_foreach_*`` unrolled into one call per tensor;
@@ -33,6 +33,7 @@ from . import creation as _creation  # noqa: F401  (registers ones_like, copy...
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
 from .operands import check_devices
+from .random import RANDOM
 from .tensor import (LazyTensor, code_of, compute, count_materialization, from_cpu, site,
                      to_torch_cpu, user_frame)
 
@@ -128,34 +129,6 @@ def _lift_fresh(a):
 
 BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_copy,
             aten.lift_fresh.default: _lift_fresh}
-
-
-# --- randomness: drawn by torch's CPU generator, fed in as data ----------------------------
-
-def _drawn(a, draw, dtype=None):
-    cpu = torch.empty(tuple(a.shape), dtype=dtype or a.dtype)
-    draw(cpu)
-    return LazyTensor(from_cpu(cpu))
-
-
-RANDOM = {
-    aten.normal_functional.default: lambda a, mean=0.0, std=1.0, *, generator=None:
-        _drawn(a, lambda t: t.normal_(mean, std, generator=generator)),
-    aten.uniform.default: lambda a, low=0.0, high=1.0, *, generator=None:
-        _drawn(a, lambda t: t.uniform_(low, high, generator=generator)),
-    aten.bernoulli.p: lambda a, p=0.5, *, generator=None:
-        _drawn(a, lambda t: t.bernoulli_(p, generator=generator)),
-    aten.random.default: lambda a, *, generator=None:
-        _drawn(a, lambda t: t.random_(generator=generator)),
-    aten.random.to: lambda a, to, *, generator=None:
-        _drawn(a, lambda t: t.random_(to, generator=generator)),
-    getattr(aten.random, "from"): lambda a, low, high=None, *, generator=None:
-        _drawn(a, lambda t: t.random_(low, high, generator=generator)),
-    aten.rand_like.default: lambda a, *, dtype=None, generator=None, **_ignored:
-        _drawn(a, lambda t: t.uniform_(0, 1, generator=generator), dtype),
-    aten.randn_like.default: lambda a, *, dtype=None, generator=None, **_ignored:
-        _drawn(a, lambda t: t.normal_(0, 1, generator=generator), dtype),
-}
 
 
 # --- in-place on raw lazy tensors, and _foreach_ ---------------------------------------------
