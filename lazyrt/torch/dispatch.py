@@ -59,20 +59,35 @@ def _lazy(out):
 
 
 def dispatch(func, args, kwargs):
-    _state.depth = depth() + 1
+    state = _state
+    level = getattr(state, "depth", 0)
+    state.depth = level + 1
     try:
         return _dispatch(func, args, kwargs)
     finally:
-        _state.depth -= 1
+        state.depth = level
+
+
+#: per overload, keyed by ``id`` (an OpOverload hashes in Python, so three table
+#: lookups by the overload cost more than the rest of a lowered call): its barrier,
+#: its lowering, whether it may take CPU tensors, and the overload itself (kept
+#: alive, so its id stays its own). Filled on first use; the tables are complete
+#: once this module is imported.
+_PLANS: dict = {}
+
+
+def _plan(func):
+    plan = (BARRIERS.get(func), LOWERINGS.get(func), func in CROSS_DEVICE, func)
+    _PLANS[id(func)] = plan
+    return plan
 
 
 def _dispatch(func, args, kwargs):
-    barrier = BARRIERS.get(func)
+    barrier, lower, cross_device, _ = _PLANS.get(id(func)) or _plan(func)
     if barrier is not None:
         return barrier(*args, **kwargs)
-    lower = LOWERINGS.get(func)
     if lower is not None:
-        if func not in CROSS_DEVICE:
+        if not cross_device:
             check_devices(func, args)
         try:
             out = lower(*args, **kwargs)
@@ -82,7 +97,7 @@ def _dispatch(func, args, kwargs):
             # eager torch raises RuntimeError for bad shapes and dtypes; code catches that
             raise RuntimeError(f"lazyrt.torch: {func}: {exc}") from exc
         if out is not NotImplemented:  # a form the lowering does not take: go on
-            return _lazy(out)
+            return LazyTensor(out) if isinstance(out, R.TensorBase) else _lazy(out)
     random = RANDOM.get(func)
     if random is not None:
         return random(*args, **kwargs)

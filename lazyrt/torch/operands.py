@@ -37,9 +37,12 @@ def _describe(x):
 def check_devices(op, args):
     """Eager torch's rule: a lazy tensor meets CPU tensors only when they are 0-d."""
     for a in args:
-        if isinstance(a, (list, tuple)):
+        t = type(a)
+        if t is LazyTensor or t in _NUMBER:
+            continue
+        if t is list or t is tuple:
             check_devices(op, a)
-        elif isinstance(a, torch.Tensor) and type(a) is not LazyTensor and a.dim() != 0:
+        elif isinstance(a, torch.Tensor) and a.dim() != 0:
             raise RuntimeError(
                 f"lazyrt.torch: {op}: expected all tensors to be on the same device, but "
                 f"found at least two devices, lazy and {a.device} (a {a.device} tensor of "
@@ -69,7 +72,7 @@ _PROMOTIONS: dict = {}
 
 def _signature(x):
     # all torch's rule looks at: a tensor's dtype and whether it is 0-d, a number's type
-    if isinstance(x, torch.Tensor):
+    if type(x) is LazyTensor or isinstance(x, torch.Tensor):
         return x.dtype, x.dim() == 0
     return type(x)
 
@@ -80,7 +83,10 @@ def promoted(kind, *args):
 
     torch's own ``elementwise_dtypes`` decides; its answer is cached by the
     operands' signatures (it costs a few microseconds, a lookup far less)."""
-    key = (kind, torch.get_default_dtype()) + tuple(_signature(a) for a in args)
+    if len(args) == 2:  # most calls: spelled out, no generator per call
+        key = (kind, torch.get_default_dtype(), _signature(args[0]), _signature(args[1]))
+    else:
+        key = (kind, torch.get_default_dtype()) + tuple(map(_signature, args))
     found = _PROMOTIONS.get(key)
     if found is None:
         comp, result = elementwise_dtypes(*args, type_promotion_kind=kind)
