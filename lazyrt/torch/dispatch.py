@@ -68,22 +68,25 @@ def dispatch(func, args, kwargs):
         state.depth = level
 
 
-#: per overload, keyed by ``id`` (an OpOverload hashes in Python, so three table
-#: lookups by the overload cost more than the rest of a lowered call): its barrier,
-#: its lowering, whether it may take CPU tensors, and the overload itself (kept
-#: alive, so its id stays its own). Filled on first use; the tables are complete
-#: once this module is imported.
+#: per overload, keyed by ``id`` (an OpOverload hashes in Python, so looking it up
+#: in each table costs more than the rest of a lowered call): what every step below
+#: needs to know of it, and the overload itself (kept alive, so its id stays its
+#: own). Filled on first use; the tables are complete once this module is imported.
 _PLANS: dict = {}
 
 
 def _plan(func):
-    plan = (BARRIERS.get(func), LOWERINGS.get(func), func in CROSS_DEVICE, func)
+    name = func._schema.name
+    plan = (BARRIERS.get(func), LOWERINGS.get(func), func in CROSS_DEVICE, RANDOM.get(func),
+            name.endswith("_"), name.startswith("aten::_foreach_"), DECOMPOSITIONS.get(func),
+            func)
     _PLANS[id(func)] = plan
     return plan
 
 
 def _dispatch(func, args, kwargs):
-    barrier, lower, cross_device, _ = _PLANS.get(id(func)) or _plan(func)
+    barrier, lower, cross_device, random, inplace, foreach, decomp, _ = \
+        _PLANS.get(id(func)) or _plan(func)
     if barrier is not None:
         return barrier(*args, **kwargs)
     if lower is not None:
@@ -98,20 +101,17 @@ def _dispatch(func, args, kwargs):
             raise RuntimeError(f"lazyrt.torch: {func}: {exc}") from exc
         if out is not NotImplemented:  # a form the lowering does not take: go on
             return LazyTensor(out) if isinstance(out, R.TensorBase) else _lazy(out)
-    random = RANDOM.get(func)
     if random is not None:
         return random(*args, **kwargs)
-    name = func._schema.name
-    if name.endswith("_") and args and type(args[0]) is LazyTensor:
+    if inplace and args and type(args[0]) is LazyTensor:
         out = _inplace(func, args, kwargs)
         if out is not NotImplemented:
             return out
-    if name.startswith("aten::_foreach_"):
+    if foreach:
         return _foreach(func, args, kwargs)
     out = func.decompose(*args, **kwargs)
     if out is not NotImplemented:
         return out
-    decomp = DECOMPOSITIONS.get(func)
     if decomp is not None:
         return decomp(*args, **kwargs)
     return fallback(func, args, kwargs)
