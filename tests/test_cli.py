@@ -253,6 +253,12 @@ def test_doctor_prints_one_line_per_check(env):
         assert re.search(rf"^(pass|FAIL)\s+{check}\s", done.stdout, re.M), check
 
 
+def test_bench_offers_every_suite_of_the_checkout():
+    import bench.__main__ as bench_main
+    from lazyrt.cli.machine import BENCH_SUITES
+    assert BENCH_SUITES == bench_main.SUITES
+
+
 def test_bench_names_one_file_per_suite(env):
     done = lazyrt(env, "bench", "--suite", "all", "--json", "x.json")
     assert done.returncode == 2 and "choose one --suite" in done.stderr

@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "bench", "run the bench/ suites of a source checkout",
                  "lazyrt bench --suite cpu --json cpu.json --plot cpu.png")
-    p.add_argument("--suite", choices=("record", "cpu", "gpu", "all"), default="record")
+    from .machine import BENCH_SUITES  # the parser is built only for a command line
+    p.add_argument("--suite", choices=BENCH_SUITES + ("all",), default="record")
     p.add_argument("--json", metavar="F", help="results file")
     p.add_argument("--plot", metavar="F.png", help="bar chart")
     p.add_argument("--quick", action="store_true", help="shorter pauses between samples")

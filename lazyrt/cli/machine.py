@@ -201,6 +201,9 @@ def cmd_doctor(args) -> int:
 
 # --- bench --------------------------------------------------------------------------------
 
+#: the suites of ``python -m bench`` (bench/__main__.py's SUITES; a test keeps them equal)
+BENCH_SUITES = ("record", "cpu", "gpu", "torch")
+
 def _checkout() -> str:
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if not os.path.isfile(os.path.join(here, "bench", "__main__.py")):
@@ -211,7 +214,7 @@ def _checkout() -> str:
 
 def cmd_bench(args) -> int:
     root = _checkout()
-    suites = ("record", "cpu", "gpu") if args.suite == "all" else (args.suite,)
+    suites = BENCH_SUITES if args.suite == "all" else (args.suite,)
     if args.json and len(suites) > 1:
         raise UsageError("--json names one file: choose one --suite")
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
