@@ -30,6 +30,7 @@ from ..errors import DTypeError, PerformanceWarning, ShapeError
 from ..metrics import metrics
 from .lowerings import LOWERINGS
 from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
+from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
 from .operands import check_devices

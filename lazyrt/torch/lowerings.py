@@ -538,7 +538,16 @@ def _mm(op):
 
 def _addmm(bias, a, b, *, beta=1, alpha=1):
     _same_dtype("addmm", a, b)
-    prod = S.matmul(value(a), value(b))
+    return _scaled_sum(bias, S.matmul(value(a), value(b)), beta, alpha)
+
+
+def _addbmm(bias, a, b, *, beta=1, alpha=1):
+    """``beta * bias + alpha * (a[0] @ b[0] + a[1] @ b[1] + ...)``."""
+    _same_dtype("addbmm", a, b)
+    return _scaled_sum(bias, RD.sum(S.matmul(value(a), value(b)), axis=0), beta, alpha)
+
+
+def _scaled_sum(bias, prod, beta, alpha):
     code = prod._node.dtype
     if alpha != 1:
         prod = prod * operand(alpha, code)
@@ -553,3 +562,4 @@ _register([aten.bmm.default], _mm("bmm"))
 _register([aten.dot.default], _mm("dot"))
 _register([aten.mv.default], _mm("mv"))
 _register([aten.addmm.default, aten.baddbmm.default], _addmm)
+_register([aten.addbmm.default], _addbmm)
