@@ -245,10 +245,12 @@ def _dead_params(cap, program) -> tuple:
         return ()
     nodes, params, values = cap.nodes, cap.params, cap.values
     owns, refs = _device_backend.owns, sys.getrefcount
-    # a value held only by its node and cap.values (+ the count's argument)
-    return tuple(k for k, expected in program.donation_candidates
+    # a value held only by its node and cap.values (+ the count's argument); every
+    # graph node that reads it dies with the graph
+    return tuple(k for k, expected, holders in program.donation_candidates
                  if refs(nodes[params[k]]) == expected and owns(values[k])
-                 and refs(values[k]) == 3)
+                 and refs(values[k]) == 3
+                 and all(refs(nodes[j]) == held for j, held in holders))
 
 
 def _host_values(values: list) -> list:

@@ -89,6 +89,18 @@ def test_a_buffer_nobody_else_holds_is_donated_and_written_over(fresh_metrics, e
         np.testing.assert_array_equal(w.numpy(), np.full(1 << 12, -2.0))
 
 
+def test_a_buffer_a_surviving_pending_op_reads_is_not_donated():
+    with lr.backend("jax"):
+        w = lr.tensor(np.arange(6.0)) * 2.0
+        lr.sync(w)
+        both = lr.where(lr.ones(6, "bool"), w, w)   # pending, reads w twice
+        del w                                       # only the pending op holds it now
+        for _ in range(2):                          # each barrier computes from it again
+            np.testing.assert_array_equal((both + 1.0).numpy(), np.arange(6.0) * 2.0 + 1.0)
+            np.testing.assert_array_equal(lr.permute(both, (0,)).numpy(),
+                                          np.arange(6.0) * 2.0)
+
+
 @pytest.mark.parametrize("holder", ["tensor", "copy", "pending"])
 def test_a_buffer_someone_still_holds_is_not_donated(holder):
     with lr.backend("jax"):

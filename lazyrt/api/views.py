@@ -68,7 +68,9 @@ def _reshape_needs_copy(node, shape) -> bool:
         chain.append(node)
         node = node.inputs[0]
     base = node.value if node.op == ops.DATA.id else None
-    if isinstance(base, np.ndarray) and base.ndim and any(
+    if not isinstance(base, np.ndarray):
+        base = None  # computed, or a device backend's array: contiguous
+    if base is not None and base.ndim and any(
             st % base.itemsize for st in base.strides):
         return True
     view = strided.Strided.contiguous(node.shape) if base is None or not base.ndim else \

@@ -66,7 +66,7 @@ class Backend(Protocol):
     #: program's ``take_uploads()`` gives the (parameter position, device
     #: array) of the read-only host data a run put on the device, which the
     #: data leaf then holds instead; its ``donation_candidates`` are
-    #: (parameter position, expected reference count) pairs, and its
+    #: (parameter position, expected reference count, holders) triples, and its
     #: ``run(params, report, dead)`` may write over the buffers of the ``dead``
     #: ones (the runtime found nobody else holding them)
 

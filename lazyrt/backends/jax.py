@@ -77,11 +77,15 @@ class JaxProgram:
     """One graph's executables (one per set of donated parameters) and how to
     call them.
 
-    ``donation_candidates`` lists ``(parameter position, expected references)``
-    for the data parameters whose buffer an output could reuse (same shape and
-    dtype); the runtime passes back, as ``dead``, the ones nobody but this graph
-    holds, and the run donates them (``donate_argnums``): XLA writes the result
-    into the old buffer instead of a new one.
+    ``donation_candidates`` lists ``(parameter position, expected references,
+    holders)`` for the data parameters whose buffer an output could reuse (same
+    shape and dtype). ``holders`` are the graph's non-output nodes that read the
+    parameter, directly or through each other, each with its expected
+    references: such a node outlives the barrier when someone outside the graph
+    holds it (a pending tensor), and then so must the parameter. The runtime
+    passes back, as ``dead``, the candidates that nobody outside holds, and the
+    run donates them (``donate_argnums``): XLA writes the result into the old
+    buffer instead of a new one.
     """
 
     def __init__(self, function, graph, record, device):
@@ -92,16 +96,7 @@ class JaxProgram:
         self.kernels = 1
         self._device = device
         self._uploads = []
-        outputs = {(nodes[o].shape, nodes[o].dtype) for o in graph.outputs}
-        uses = [0] * len(nodes)
-        for n in nodes:
-            for i in n.inputs:
-                uses[i] += 1
-        # a dead parameter's node is held by the capture's node list, by each
-        # use in the graph, and by the reference count's own argument
-        self.donation_candidates = tuple(
-            (k, uses[p] + 2) for k, p in enumerate(graph.params)
-            if nodes[p].op is not ops.SCALAR and (nodes[p].shape, nodes[p].dtype) in outputs)
+        self.donation_candidates = _donation_candidates(graph)
 
     def take_uploads(self) -> list:
         """(parameter position, device array) of the host data the last run put
@@ -222,6 +217,34 @@ class JaxBackend:
         nbytes = sum(_nbytes(nodes[i]) for i in (*graph.params, *graph.outputs))
         return Built(function, name, op_names, comment, source, "jax", COMPILED, nbytes,
                      lowered.as_text())
+
+
+def _donation_candidates(graph) -> tuple:
+    """(parameter position, expected references, holders) per donatable parameter:
+    see :class:`JaxProgram`. A node nobody outside the graph holds is referenced
+    by the capture's node list, once per use in the graph, and by the reference
+    count's own argument."""
+    nodes = graph.nodes
+    uses = [0] * len(nodes)
+    readers = [[] for _ in nodes]
+    for j, n in enumerate(nodes):
+        for i in n.inputs:
+            uses[i] += 1
+            readers[i].append(j)
+    outputs = set(graph.outputs)  # bound after the run: they let go of their inputs
+    shapes = {(nodes[o].shape, nodes[o].dtype) for o in outputs}
+    out = []
+    for k, p in enumerate(graph.params):
+        if nodes[p].op is ops.SCALAR or (nodes[p].shape, nodes[p].dtype) not in shapes:
+            continue
+        holders, stack = set(), [j for j in readers[p] if j not in outputs]
+        while stack:
+            j = stack.pop()
+            if j not in holders:
+                holders.add(j)
+                stack.extend(r for r in readers[j] if r not in outputs)
+        out.append((k, uses[p] + 2, tuple((j, uses[j] + 2) for j in sorted(holders))))
+    return tuple(out)
 
 
 def _immutable(a: np.ndarray) -> bool:
