@@ -67,11 +67,22 @@ class LazyTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from .dispatch import dispatch  # the lowering tables import this module
-        return dispatch(func, args, kwargs or {})
+        return _dispatch(func, args, kwargs or {})
 
     def __repr__(self):
         return f"LazyTensor(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+
+def _first_dispatch(func, args, kwargs):
+    """Bind :func:`lazyrt.torch.dispatch.dispatch` on first use (the lowering tables
+    import this module), so no call after it runs an import statement."""
+    global _dispatch
+    from .dispatch import dispatch
+    _dispatch = dispatch
+    return dispatch(func, args, kwargs)
+
+
+_dispatch = _first_dispatch
 
 
 def raw(value) -> LazyTensor:
