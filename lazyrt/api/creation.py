@@ -23,6 +23,7 @@ import numpy as np
 from .. import _recorder as R
 from .. import dtypes as D
 from .. import ops
+from ..backends.base import frozen
 from ..errors import ShapeError
 from .device import check_device
 
@@ -44,7 +45,7 @@ def _leaf(array: np.ndarray, private: bool = True):
     """A data leaf over ``array``, which nobody may write to from now on.
 
     A ``private`` array (made for this tensor, nobody else holds it) is frozen
-    itself, so that it reads as immutable to the owner (see :func:`_frozen`); a
+    itself, so that it reads as immutable to the owner (see :func:`lazyrt.backends.base.frozen`); a
     shared one gets a read-only view, and its owner may still write to it."""
     code = D.code_of(array.dtype)
     if array.dtype != D.DTYPES[code]:
@@ -55,20 +56,6 @@ def _leaf(array: np.ndarray, private: bool = True):
             array = array.view()
         array.flags.writeable = False
     return R.wrap(R.data_node(array, code))
-
-
-def _frozen(array: np.ndarray) -> bool:
-    """Whether no one can write ``array``'s memory: it and every array it views are
-    read-only, down to memory NumPy owns (lazyrt's own computed values are)."""
-    while True:
-        if array.flags.writeable:
-            return False
-        base = array.base
-        if base is None:
-            return True
-        if not isinstance(base, np.ndarray):
-            return isinstance(base, bytes)
-        array = base
 
 
 def _from_torch(obj):
@@ -126,7 +113,7 @@ def asarray(obj, /, dtype=None, copy=None, *, device=None):
             arr = np.asarray(obj, dtype=want)
             # an ndarray (or anything with __array__) may come back sharing its memory
             if arr is obj or not arr.flags.owndata or arr.base is not None:
-                if copy or not _frozen(arr):
+                if copy or not frozen(arr):
                     arr = arr.copy()
     except OverflowError as exc:
         raise OverflowError(f"lazyrt.asarray: {exc} (converting to {want})") from None

@@ -76,6 +76,22 @@ class Backend(Protocol):
         the kernel and its source when a kernel does not compile."""
 
 
+def frozen(array) -> bool:
+    """Whether no one can write ``array``'s memory: it and every array it views
+    are read-only, down to memory NumPy owns (lazyrt's own values are) or bytes.
+    A tensor over the user's memory (``asarray(copy=False)``) is not."""
+    import numpy as np
+    while True:
+        if array.flags.writeable:
+            return False
+        base = array.base
+        if base is None:
+            return True
+        if not isinstance(base, np.ndarray):
+            return isinstance(base, bytes)
+        array = base
+
+
 class Built(NamedTuple):
     """What a backend's step builder returns for one step: the runnable launch
     and what the compile record says about it."""

@@ -46,7 +46,7 @@ from ..codegen.lowering import EmitError
 from ..compile_record import COMPILED
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
-from .base import Built, compile_graph
+from .base import Built, compile_graph, frozen
 
 PLATFORM_VARIABLE = "LAZYRT_JAX_PLATFORM"
 
@@ -113,7 +113,7 @@ class JaxProgram:
             for k, (v, dt) in enumerate(zip(params, self._dtypes)):
                 if isinstance(v, array):
                     args.append(v)  # already on the device
-                elif isinstance(v, np.ndarray) and _immutable(v):
+                elif isinstance(v, np.ndarray) and frozen(v):
                     # lazyrt's own immutable data: uploaded once, then kept on the device
                     v = jax.device_put(v, self._device)
                     uploads.append((k, v))
@@ -245,20 +245,6 @@ def _donation_candidates(graph) -> tuple:
                 stack.extend(r for r in readers[j] if r not in outputs)
         out.append((k, uses[p] + 2, tuple((j, uses[j] + 2) for j in sorted(holders))))
     return tuple(out)
-
-
-def _immutable(a: np.ndarray) -> bool:
-    """Nobody can write ``a``'s memory: read-only down to the array that owns it
-    (a tensor over the user's memory, ``asarray(copy=False)``, is not)."""
-    while True:
-        if a.flags.writeable:
-            return False
-        base = a.base
-        if base is None:
-            return True
-        if not isinstance(base, np.ndarray):
-            return False  # a foreign buffer: assume it can change
-        a = base
 
 
 def _nbytes(node) -> int:
