@@ -10,17 +10,10 @@ import torch.nn.functional as F
 
 import lazyrt as lr
 import lazyrt.torch as lt
-from lazyrt.torch.testing import assert_same, backends
+from lazyrt.torch.testing import assert_same
+from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 F64 = torch.float64
-
-
-@pytest.fixture(params=backends())
-def torch_backend(request):
-    lr.sync()
-    with lr.backend(request.param):
-        yield request.param
-        lr.sync()
 
 
 def _leaves(*shapes, seed=0, dtype=F64):

@@ -11,17 +11,10 @@ import lazyrt.torch as lt
 from lazyrt.errors import PerformanceWarning
 from lazyrt.torch.dispatch import DECOMPOSITIONS
 from lazyrt.torch.lowerings import LOWERINGS
-from lazyrt.torch.testing import assert_same, backends
+from lazyrt.torch.testing import assert_same
+from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 aten = torch.ops.aten
-
-
-@pytest.fixture(params=backends())
-def torch_backend(request):
-    lr.sync()
-    with lr.backend(request.param):
-        yield request.param
-        lr.sync()
 
 
 def _sample(dtype, shape=(3, 4), seed=0):

@@ -16,14 +16,7 @@ import torch.nn.functional as F
 import lazyrt as lr
 import lazyrt.torch as lt
 from lazyrt.torch.testing import assert_same, backends
-
-
-@pytest.fixture(params=backends())
-def torch_backend(request):
-    lr.sync()
-    with lr.backend(request.param):
-        yield request.param
-        lr.sync()
+from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 
 FLOATS = [torch.float16, torch.float32, torch.float64]

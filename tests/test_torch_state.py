@@ -9,15 +9,8 @@ import torch.nn as nn
 
 import lazyrt as lr
 import lazyrt.torch as lt
-from lazyrt.torch.testing import assert_same, backends
-
-
-@pytest.fixture(params=backends())
-def torch_backend(request):
-    lr.sync()
-    with lr.backend(request.param):
-        yield request.param
-        lr.sync()
+from lazyrt.torch.testing import assert_same
+from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 
 def _model(seed):

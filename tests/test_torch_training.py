@@ -10,15 +10,8 @@ import torch.nn.functional as F
 
 import lazyrt as lr
 import lazyrt.torch as lt
-from lazyrt.torch.testing import assert_same, backends
-
-
-@pytest.fixture(params=backends())
-def torch_backend(request):
-    lr.sync()
-    with lr.backend(request.param):
-        yield request.param
-        lr.sync()
+from lazyrt.torch.testing import assert_same
+from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 
 def _mlp(seed, act, n_in=6, hidden=12, n_out=4, dtype=torch.float64):
