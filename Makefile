@@ -27,9 +27,11 @@ run: $(STAMP)
 # kernel is compiled once per signature and target, then cached on disk.
 TRITON_TESTS := tests/test_triton_backend.py tests/test_triton_aot.py
 
-# The jax backend runs a fixed sample of the shared suite (XLA compiles each
+# The jax backend runs a fixed sample of the shared suite, including the array API
+# functions and scans its lowering rewrites for accuracy (XLA compiles each
 # distinct graph in ~0.1 s; the whole suite on jax: LAZYRT_TEST_BACKENDS=jax).
-JAX_SAMPLE := tests/test_value_semantics.py tests/test_backend_protocol.py tests/test_matmul_nn.py
+JAX_SAMPLE := tests/test_value_semantics.py tests/test_backend_protocol.py tests/test_matmul_nn.py \
+	tests/test_array_api_elementwise.py tests/test_scan.py
 
 test: $(STAMP)
 	$(PY) -m pytest -n auto $(addprefix --ignore=,$(TRITON_TESTS))
