@@ -34,7 +34,7 @@ JAX_SAMPLE := tests/test_value_semantics.py tests/test_backend_protocol.py tests
 	tests/test_array_api_elementwise.py tests/test_scan.py
 
 test: $(STAMP)
-	$(PY) -m pytest -n auto $(addprefix --ignore=,$(TRITON_TESTS))
+	$(PY) -m pytest -n auto --durations=25 $(addprefix --ignore=,$(TRITON_TESTS))
 	LAZYRT_TRITON_AOT_TARGET=cuda:90 $(PY) -m pytest -n auto $(TRITON_TESTS)
 	LAZYRT_TEST_BACKENDS=jax $(PY) -m pytest -n auto $(JAX_SAMPLE)
 

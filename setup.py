@@ -56,7 +56,7 @@ setup(
     install_requires=["numpy>=1.25", "rich>=13"],
     extras_require={
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2",
-                 "array-api-compat", "scikit-learn",
+                 "array-api-compat", "array-api-strict", "scikit-learn",
                  "expecttest",  # torch's OpInfo database (tests/test_torch_opinfo.py) imports it
                  "jax[cpu]"],
         "torch": ["torch"],
