@@ -24,14 +24,12 @@ length 0 still gets its one element.
 """
 from __future__ import annotations
 
-from lazyrt.planner.kernel_ir import statements_needed
-
 from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float
+from .layout import SCAN_IDENTITY, scan_initial_outputs
 
 #: rows scanned together by the lanes loop shape (one accumulator each)
 SCAN_LANES = 64
 
-_IDENTITY = {"sum": 0, "prod": 1}
 
 
 class ScanEmitter:
@@ -43,7 +41,7 @@ class ScanEmitter:
             raise EmitError(f"kernel {s.name}: a scan runs along one axis, not {list(self.red)}")
         scans = [st for st in s.body if st.op == "scan"]
         for st in scans:
-            if st.attr[0].combine not in _IDENTITY:
+            if st.attr[0].combine not in SCAN_IDENTITY:
                 raise EmitError(f"the C emitter has no scan {st.attr[0].combine!r} "
                                 f"(kernel {s.name})")
         # every value is computed per element: GCC hoists what does not vary along the axis
@@ -58,18 +56,6 @@ class ScanEmitter:
             self.scan_rows(r, scans)
 
     # -- pieces --
-    def scan_initial_outputs(self) -> list:
-        """(k, output, identity) for each output that stores a scan's value under
-        include_initial: it gets the identity at element -1 first."""
-        out = []
-        for k, o in enumerate(self.s.outputs):
-            for sid in statements_needed(self.s, [o.value]):
-                st = self.s.body[sid]
-                if st.op == "scan" and st.attr[1]:
-                    out.append((k, o, _IDENTITY[st.attr[0].combine]))
-                    break
-        return out
-
     def scan_open_outer(self, axes, steps=None) -> int:
         """The parallel loops over ``axes`` (``steps``: axis -> block size);
         returns the depth of their body."""
@@ -120,9 +106,9 @@ class ScanEmitter:
         depth = self.scan_open_outer(outer)
         for st in scans:
             t = _COMPUTE_T[st.dtype]
-            start = _fmt_const(_IDENTITY[st.attr[0].combine], st.dtype)
+            start = _fmt_const(SCAN_IDENTITY[st.attr[0].combine], st.dtype)
             self.line(depth, f"{t} a{st.id} = {start};")
-        for k, o, ident in self.scan_initial_outputs():
+        for k, o, ident in scan_initial_outputs(self.s):
             at = self.index(f"out{k}", o.index, {r: "(-1)"})
             self.line(depth, f"out{k}[{at}] = ({_STORE_T[o.dtype]}){ident};")
         self.line(depth, f"for (int64_t i{r} = 0; i{r} < n{r}; i{r}++) {{")
@@ -143,10 +129,10 @@ class ScanEmitter:
         for st in scans:
             t = _COMPUTE_T[st.dtype]
             self.line(depth, f"{t} a{st.id}[{lanes}];")
-            start = _fmt_const(_IDENTITY[st.attr[0].combine], st.dtype)
+            start = _fmt_const(SCAN_IDENTITY[st.attr[0].combine], st.dtype)
             self.line(depth, f"for (int64_t j = 0; j < {lanes}; j++) a{st.id}[j] = {start};")
         loop = f"for (int64_t i{last} = b{last}; i{last} < e{last}; i{last}++)"
-        for k, o, ident in self.scan_initial_outputs():
+        for k, o, ident in scan_initial_outputs(self.s):
             at = self.index(f"out{k}", o.index, {r: "(-1)"})
             self.line(depth, f"{loop} out{k}[{at}] = ({_STORE_T[o.dtype]}){ident};")
         self.line(depth, f"for (int64_t i{r} = 0; i{r} < n{r}; i{r}++) {{")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec
+from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec, statements_needed
 from lazyrt.planner.passes import computes_wider
 
 from .lowering import EmitError
@@ -112,3 +112,20 @@ def _check_rounded(spec: KernelSpec):
                             f"{D.NAMES[st.dtype]} directly; run lazyrt.planner.passes.run "
                             f"on the spec (it computes in {D.NAMES[COMPUTED_IN[st.dtype]]} "
                             f"and rounds with a cast)")
+
+
+#: the value a scan starts from, by its op's combine (both emitters' scans)
+SCAN_IDENTITY = {"sum": 0, "prod": 1}
+
+
+def scan_initial_outputs(spec) -> list:
+    """(k, output, identity) for each output of ``spec`` that stores a scan's value
+    under include_initial: it gets the identity at element -1 first."""
+    out = []
+    for k, o in enumerate(spec.outputs):
+        for sid in statements_needed(spec, [o.value]):
+            st = spec.body[sid]
+            if st.op == "scan" and st.attr[1]:
+                out.append((k, o, SCAN_IDENTITY[st.attr[0].combine]))
+                break
+    return out

@@ -27,14 +27,12 @@ first (the output's index map is offset one element along it).
 """
 from __future__ import annotations
 
-from lazyrt.planner.kernel_ir import statements_needed
-
 from .triton_lower import _COMPUTE_T, EmitError, store_value
+from .layout import SCAN_IDENTITY, scan_initial_outputs
 
 #: most elements of a row one program scans at once
 SCAN_BLOCK = 1024
 
-_IDENTITY = {"sum": 0, "prod": 1}
 
 
 #: the ``scan_lanes`` tile: elements along the scanned axis x neighbouring rows
@@ -68,7 +66,7 @@ class ScanEmitter:
         (r,) = self.red
         scans = [st for st in s.body if st.op == "scan"]
         for st in scans:
-            if st.attr[0].combine not in _IDENTITY:
+            if st.attr[0].combine not in SCAN_IDENTITY:
                 raise EmitError(f"the Triton emitter has no scan {st.attr[0].combine!r} "
                                 f"(kernel {s.name})")
         lanes = scan_kind(s) == "scan_lanes"
@@ -105,8 +103,8 @@ class ScanEmitter:
             at = _COMPUTE_T[st.dtype]
             carry = f"tl.zeros({shape}, {at})" if lanes else \
                 f"tl.sum(tl.zeros([BLOCK], {at}), axis=0)"
-            self.line(1, f"carry{st.id} = {carry} + {_IDENTITY[st.attr[0].combine]}")
-        for k, o, ident in self.scan_initial_outputs():
+            self.line(1, f"carry{st.id} = {carry} + {SCAN_IDENTITY[st.attr[0].combine]}")
+        for k, o, ident in scan_initial_outputs(self.s):
             st = o.index.strides[r]
             back = "" if st == 0 else (" - 1" if st == 1 else f" - out{k}_s{r}")
             init = "tl.zeros([1, BLOCK_N], tl.int64)" if lanes else \
@@ -144,22 +142,10 @@ class ScanEmitter:
                 elem.append(st.op == "scan" or any(elem[a] for a in st.args))
         return tuple(elem)
 
-    def scan_initial_outputs(self) -> list:
-        """(k, output, identity) for each output that stores a scan's value under
-        include_initial: it gets the identity at element -1 first."""
-        out = []
-        for k, o in enumerate(self.s.outputs):
-            for sid in statements_needed(self.s, [o.value]):
-                st = self.s.body[sid]
-                if st.op == "scan" and st.attr[1]:
-                    out.append((k, o, _IDENTITY[st.attr[0].combine]))
-                    break
-        return out
-
     def scan_block_of(self, st, depth):
         """The scan of one block, plus the carry in; the carry out."""
         kind, at = st.attr[0].combine, _COMPUTE_T[st.dtype]
-        ident = _IDENTITY[kind]
+        ident = SCAN_IDENTITY[kind]
         shape, keep = self.scan_shape
         x = self.var(st.args[0])
         if not self.elem[st.args[0]]:

@@ -302,15 +302,22 @@ def _dims_of_0d(x, dim):
     return True
 
 
-def _sum(a, dim=None, keepdim=False, *, dtype=None):
-    x = value(a)
-    if dtype is not None:
-        x = P.astype(x, D.DTYPES[code_of(dtype)])
-    elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
-        x = P.astype(x, D.int64)
-    if _dims_of_0d(x, dim):
-        return P.astype(x, x.dtype)
-    return P.astype(S.sum(x, _dims(dim), keepdim), x.dtype)  # lazyrt: bool sum is int64
+def _accumulate(reduce):
+    """torch's sum/prod: ints and bool accumulate in int64 unless ``dtype`` says
+    otherwise; the result keeps the (cast) input's dtype (lazyrt's bool sum is int64)."""
+    def lower(a, dim=None, keepdim=False, *, dtype=None):
+        x = value(a)
+        if dtype is not None:
+            x = P.astype(x, D.DTYPES[code_of(dtype)])
+        elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
+            x = P.astype(x, D.int64)
+        if _dims_of_0d(x, dim):
+            return P.astype(x, x.dtype)
+        return P.astype(reduce(x, _dims(dim), keepdim), x.dtype)
+    return lower
+
+
+_sum = _accumulate(S.sum)
 
 
 def _mean(a, dim=None, keepdim=False, *, dtype=None):
@@ -383,15 +390,7 @@ def _logical(fn):
     return lower
 
 
-def _prod(a, dim=None, keepdim=False, *, dtype=None):
-    x = value(a)
-    if dtype is not None:
-        x = P.astype(x, D.DTYPES[code_of(dtype)])
-    elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
-        x = P.astype(x, D.int64)
-    if _dims_of_0d(x, dim):
-        return P.astype(x, x.dtype)
-    return P.astype(RD.prod(x, _dims(dim), keepdim), x.dtype)  # lazyrt: bool prod is int64
+_prod = _accumulate(RD.prod)
 
 
 _register(_variants(aten.any, "default", "dim", "dims"), _logical(S.any))
