@@ -41,7 +41,20 @@ _COMMON = dict(deadline=None, derandomize=False, print_blob=True,
 settings.register_profile("default", max_examples=25, **_COMMON)
 settings.register_profile("thorough", max_examples=300, **_COMMON)
 settings.register_profile("quick", max_examples=5, **_COMMON)
-settings.load_profile(os.environ.get("LAZYRT_HYPOTHESIS_PROFILE", "default"))
+_PROFILE = os.environ.get("LAZYRT_HYPOTHESIS_PROFILE", "default")
+settings.load_profile(_PROFILE)
+
+
+
+def restore_hypothesis_profile():
+    """Load the suite's hypothesis profile again.
+
+    Importing ``torch.testing._internal`` loads torch's own profile, and
+    ``@given`` keeps the profile current when a module is imported: every test
+    module collected after it would silently lose our suppressed health
+    checks and example counts. A module that imports it calls this next.
+    """
+    settings.load_profile(_PROFILE)
 
 # --- fixtures ---------------------------------------------------------------
 

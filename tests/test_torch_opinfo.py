@@ -12,8 +12,11 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_flatten, tree_map
 
 import lazyrt as lr
+from conftest import restore_hypothesis_profile
 from lazyrt.torch.lowerings import LOWERINGS
 from lazyrt.torch.testing import assert_same
+
+restore_hypothesis_profile()  # the op_db import loaded torch's profile
 
 SAMPLES_PER_CASE = None if os.environ.get("LAZYRT_TORCH_OPINFO") == "all" else 2
 DTYPES = (torch.bool, torch.int64, torch.float32, torch.float64)
