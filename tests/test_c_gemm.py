@@ -66,7 +66,8 @@ def test_blas_matmul_matches_numpy(dtype, mkn, layouts):
     assert out.dtype == dtype
 
 
-@pytest.mark.parametrize("case", ["int64", "float16", "batched", "broadcast_rows", "empty"])
+@pytest.mark.parametrize("case", ["int64", "float16", "five_batch_dims", "broadcast_rows",
+                                  "empty"])
 def test_matmuls_blas_cannot_take_fall_back_to_numpy(case):
     rng = np.random.default_rng(5)
     a = rng.standard_normal((40, 30)).astype(np.float32)
@@ -75,8 +76,8 @@ def test_matmuls_blas_cannot_take_fall_back_to_numpy(case):
         a, b = (a * 10).astype(np.int64), (b * 10).astype(np.int64)
     elif case == "float16":
         a, b = a.astype(np.float16), b.astype(np.float16)
-    elif case == "batched":
-        a, b = np.stack([a, a + 1]), np.stack([b, b - 1])
+    elif case == "five_batch_dims":
+        a, b = a[:8].reshape(1, 2, 1, 2, 2, 1, 30), b.reshape(1, 1, 1, 1, 1, 30, 50)
     elif case == "broadcast_rows":
         a = np.broadcast_to(a[:1], a.shape)  # recorded lazily below: a stride-0 view
     else:
@@ -89,6 +90,40 @@ def test_matmuls_blas_cannot_take_fall_back_to_numpy(case):
         assert "matmul_blas" not in _launch_names()
     tol = 2e-2 if case == "float16" else 1e-4
     np.testing.assert_allclose(out, a @ b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", [
+    ((3, 20, 30), (3, 30, 10)),            # fewer products than... or as many as threads
+    ((1, 70, 33), (1, 33, 90)),            # one product, split by rows
+    ((5, 1, 9, 7), (1, 4, 7, 6)),          # both broadcast along a batch dim
+    ((2, 3, 65, 64), (64, 70)),            # a 2-D operand under a batched one
+    ((40, 8), (2, 2, 8, 300)),             # and the other way round, column split
+    ((2, 3, 1, 2, 4, 5), (3, 2, 2, 5, 3)),  # four batch dims
+])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted"])
+def test_batched_blas_matmul_matches_numpy(dtype, shapes, layout):
+    """Batched and broadcast products (attention's bmm) take the BLAS launch too,
+    from permuted views (batch strides not collapsible) as well as contiguous."""
+    rng = np.random.default_rng(len(shapes[0]) * 31 + shapes[1][-1])
+
+    def operand(shape):
+        if layout == "permuted" and len(shape) >= 3:  # a (B, H, S, D)-from-(B, S, H, D) view
+            base = rng.standard_normal(shape[1:2] + shape[:1] + shape[2:]).astype(dtype)
+            return np.swapaxes(base, 0, 1)
+        return rng.standard_normal(shape).astype(dtype)
+    a, b = operand(shapes[0]), operand(shapes[1])
+    with lr.backend("c"):
+        la, lb = lr.tensor(np.ascontiguousarray(np.swapaxes(a, 0, 1)) if a.ndim >= 3
+                           and layout == "permuted" else a), lr.tensor(b)
+        if a.ndim >= 3 and layout == "permuted":
+            la = lr.swapaxes(la, 0, 1)
+        out = (la @ lb).numpy()
+        assert "matmul_blas" in _launch_names()
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * 10)
+    assert out.dtype == dtype and out.shape == expected.shape
 
 
 def test_blas_operand_rules():

@@ -15,8 +15,14 @@ of them), and restores OpenBLAS's thread count when the last concurrent
 caller leaves. While a lazyrt matmul runs, NumPy matmuls in *other* Python
 threads use one BLAS thread: slower, never wrong.
 
-Everything else (integer and float16 matmuls, batched or broadcast operands,
-odd strides, a NumPy without an ILP64 OpenBLAS) goes through ``np.matmul``.
+A batched product (up to four batch dims, broadcast ones included: attention's
+``(B, H, S, D) @ (B, H, D, S)``) takes the same launch: with at least as many
+products as threads, each thread runs whole products; with fewer, each product
+is split by rows as above. ``np.matmul`` of a batch would wake OpenBLAS's own
+threads again.
+
+Everything else (integer and float16 matmuls, more batch dims, odd strides, a
+NumPy without an ILP64 OpenBLAS) goes through ``np.matmul``.
 """
 from __future__ import annotations
 
@@ -100,22 +106,66 @@ def _blas_operand(view):
     return None
 
 
+#: batch dims ``lz_gemm`` takes (``LZ_MAX_BATCH`` in kernels/lazyrt_gemm.c)
+MAX_BATCH = 4
+
+
 def gemm_args(step, buffers):
     """The ``lz_gemm`` integer arguments for ``step``, or None when it must go
     through ``np.matmul`` (see the module docstring for which ones)."""
     a, b = step.a.view, step.b.view
     out = buffers[step.out]
-    if out.dtype not in (D.FLOAT32, D.FLOAT64) or len(a.shape) != 2 or len(b.shape) != 2:
+    if out.dtype not in (D.FLOAT32, D.FLOAT64) or len(a.shape) < 2 or len(b.shape) < 2:
         return None
     if buffers[step.a.buffer].dtype != out.dtype or buffers[step.b.buffer].dtype != out.dtype:
         return None
-    (m, k), n = a.shape, b.shape[1]
-    if min(m, n, k) == 0 or tuple(out.shape) != (m, n):
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    rank = len(out.shape)
+    nb = rank - 2
+    if min(m, n, k) == 0 or tuple(out.shape[-2:]) != (m, n) or nb > MAX_BATCH:
         return None
-    pa, pb = _blas_operand(a), _blas_operand(b)
+    batch = tuple(out.shape[:nb])
+    a_strides = _batch_strides(a, batch)
+    b_strides = _batch_strides(b, batch)
+    pa, pb = _blas_operand(_matrix(a)), _blas_operand(_matrix(b))
     blas = numpy_openblas()
-    if pa is None or pb is None or blas is None:
+    if pa is None or pb is None or blas is None or a_strides is None or b_strides is None:
+        return None
+    if 0 in batch:
         return None
     gemm = blas[2] if out.dtype == D.FLOAT64 else blas[1]
+    pad = (0,) * (MAX_BATCH - nb)
+    flops = m * n * k * int(np.prod(batch, dtype=np.int64))
     return (gemm, blas[3], blas[4], int(out.dtype == D.FLOAT64), m, n, k,
-            *pa, *pb, n, int(m * n * k >= PARALLEL_FLOPS))
+            *pa, *pb, n, int(flops >= PARALLEL_FLOPS),
+            nb, *batch, *pad, *a_strides, *pad, *b_strides, *pad)
+
+
+class _Matrix:
+    """The last two dims of a strided view (its batch dims dropped)."""
+    __slots__ = ("shape", "strides", "offset")
+
+    def __init__(self, view):
+        self.shape, self.strides, self.offset = (tuple(view.shape[-2:]),
+                                                 tuple(view.strides[-2:]), view.offset)
+
+
+def _matrix(view):
+    return view if len(view.shape) == 2 else _Matrix(view)
+
+
+def _batch_strides(view, batch):
+    """``view``'s element strides along the output's batch dims (0 where it
+    broadcasts), or None when they do not line up."""
+    own = len(view.shape) - 2
+    if own > len(batch):
+        return None
+    strides = [0] * (len(batch) - own)
+    for size, dim, stride in zip(batch[len(batch) - own:], view.shape[:own], view.strides[:own]):
+        if dim == size:
+            strides.append(stride if size > 1 else 0)
+        elif dim == 1:
+            strides.append(0)
+        else:
+            return None
+    return tuple(strides)
