@@ -33,6 +33,7 @@ from . import creation as _creation  # noqa: F401  (registers ones_like, copy...
 from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
+from .normalization import KEEP_DECOMPOSITION  # (registers softmax, layer norm)
 from .operands import check_devices
 from .random import RANDOM
 from .tensor import (LazyTensor, code_of, compute, count_materialization, from_cpu, site,
@@ -229,7 +230,8 @@ def _decompositions():
         if op in decomposition_table:
             table[op] = decomposition_table[op]
     for op in LOWERINGS:
-        table.pop(op, None)
+        if op not in KEEP_DECOMPOSITION:
+            table.pop(op, None)
     return table
 
 
