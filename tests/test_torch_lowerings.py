@@ -209,7 +209,7 @@ def test_optimizer_ops_match_eager(torch_backend):
 def test_native_lowerings_need_no_decomposition():
     # a lowering wins over PyTorch's decomposition of the same overload
     # (but for the few whose lowering declines some forms: those forms decompose)
-    from lazyrt.torch.normalization import KEEP_DECOMPOSITION
+    from lazyrt.torch.lowerings import KEEP_DECOMPOSITION
     assert not (set(LOWERINGS) & set(DECOMPOSITIONS)) - KEEP_DECOMPOSITION
     assert aten.add.Tensor in LOWERINGS and aten.view_copy.default in LOWERINGS
     assert aten.select_scatter.default in LOWERINGS and aten.slice_scatter.default in LOWERINGS
@@ -253,6 +253,29 @@ def test_embedding_lookup_and_backward_are_native(torch_backend):
     (want * want).sum().backward()
     assert_same(lazy.weight.grad, eager.weight.grad, rtol=1e-15, atol=0)
     assert lr.metrics.snapshot()["fallbacks"] == {}
+
+
+@pytest.mark.parametrize("kwargs", [dict(padding_idx=2), dict(padding_idx=-1),
+                                    dict(scale_grad_by_freq=True)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_embedding_backward_with_padding_and_frequency_scaling(torch_backend, kwargs, dtype):
+    """A padding row gets no gradient; scale_grad_by_freq (which the native lowering
+    leaves to torch's decomposition) divides by each index's count."""
+    torch.manual_seed(1)
+    eager = torch.nn.Embedding(7, 4, **kwargs).to(dtype)
+    lazy = lt.lazy(torch.nn.Embedding(7, 4, **kwargs).to(dtype))
+    lazy.load_state_dict(eager.state_dict())
+    lr.metrics.reset()
+    for idx in (torch.tensor([[0, 2, 1], [2, 6, 6]]), torch.tensor([5, 5, 5, 2])):
+        eager.zero_grad()
+        lazy.zero_grad()
+        g = torch.randn(tuple(idx.shape) + (4,), dtype=dtype)
+        (eager(idx) * g).sum().backward()
+        (lazy(idx.to("lazy")) * g.to("lazy")).sum().backward()
+        tol = 1e-6 if dtype is torch.float32 else 1e-14
+        assert_same(lazy.weight.grad, eager.weight.grad, rtol=tol, atol=tol)
+    if "scale_grad_by_freq" not in kwargs:  # (its decomposition counts with a fallback)
+        assert lr.metrics.snapshot()["fallbacks"] == {}
 
 
 def test_gather_scatter_add_and_index_put_match_eager(torch_backend):

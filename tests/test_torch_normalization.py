@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import lazyrt as lr
 import lazyrt.torch as lt
-from lazyrt.torch import dispatch, normalization
+from lazyrt.torch import dispatch
 from lazyrt.torch.testing import assert_same
 from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
@@ -125,5 +125,7 @@ def test_declined_forms_still_match_eager(torch_backend):
 
 
 def test_these_overloads_keep_their_decomposition_behind_the_lowering():
-    for op in normalization.KEEP_DECOMPOSITION:
-        assert op in dispatch.LOWERINGS
+    from lazyrt.torch.lowerings import KEEP_DECOMPOSITION
+    for op in KEEP_DECOMPOSITION:
+        assert op in dispatch.LOWERINGS and op in dispatch.DECOMPOSITIONS
+    assert aten.native_layer_norm_backward.default in KEEP_DECOMPOSITION

@@ -28,12 +28,12 @@ from .. import dtypes as D
 from ..api import creation as C
 from ..errors import DTypeError, PerformanceWarning, ShapeError
 from ..metrics import metrics
-from .lowerings import LOWERINGS
+from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
 from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
 from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
-from .normalization import KEEP_DECOMPOSITION  # (registers softmax, layer norm)
+from . import normalization as _normalization  # noqa: F401  (softmax, layer norm)
 from .operands import check_devices
 from .random import RANDOM
 from .tensor import (LazyTensor, code_of, compute, count_materialization, from_cpu, site,

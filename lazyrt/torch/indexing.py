@@ -23,7 +23,7 @@ from ..api import views as V
 from ..api import pointwise as P
 from ..api import reductions as RD
 from ..api import sorting as SO
-from .lowerings import LOWERINGS, _register
+from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
 from .operands import value
 from .tensor import LazyTensor, code_of, from_cpu
 
@@ -81,6 +81,40 @@ def _index_put(a, indices, values, accumulate=False):
     return IX.index_add(x, flat, S.reshape(v, (flat.shape[0],) + tuple(x.shape[1:])), axis=0)
 
 
+def _index_select(a, dim, index):
+    """``x.index_select(dim, index)``: a 1-D (or 0-d) index picks slices along ``dim``."""
+    x, idx = value(a), _index_tensor(index)
+    if idx.ndim > 1 or (x.ndim == 0 and idx.size != 1):
+        return NotImplemented  # (a scalar indexed by several: eager's error, from the fallback)
+    flat = S.reshape(P.astype(idx, D.int64), (-1,))
+    if x.ndim == 0:  # a scalar stays one: index 0 of it as of a 1-element axis
+        return S.reshape(_take(S.reshape(x, (1,)), flat, 0), ())
+    return _take(x, flat, dim % x.ndim)
+
+
+def _take(x, flat, axis):
+    """Slices of ``x`` at the 1-D ``flat`` along ``axis``; a negative or too large
+    index is eager's IndexError (when computed), never wrapped."""
+    along = [1] * x.ndim
+    along[axis] = flat.shape[0]
+    return IX.take_along_axis(x, S.reshape(flat, tuple(along)), axis=axis,
+                              negative_indices=False)
+
+
+def _embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """The weight's gradient: each index's row of ``grad`` added into its row (none
+    for ``padding_idx``). ``scale_grad_by_freq`` goes to torch's decomposition."""
+    if scale_grad_by_freq:
+        return NotImplemented
+    g, idx = value(grad), _index_tensor(indices)
+    flat = S.reshape(P.astype(idx, D.int64), (-1,))
+    rows = S.reshape(g, (flat.shape[0], g.shape[-1]))
+    if padding_idx >= 0:
+        rows = S.where(V.unsqueeze(flat == padding_idx, -1), 0, rows)
+    out = C.zeros((num_weights, g.shape[-1]), D.DTYPES[g._node.dtype])
+    return IX.index_add(out, flat, rows, axis=0)
+
+
 def _flip(a, dims):
     x = value(a)
     return M.flip(x, axis=tuple(dims)) if len(dims) else P.astype(x, x.dtype)
@@ -124,6 +158,9 @@ _register([aten.index.Tensor], _index)
 _register([aten.gather.default], _gather)
 _register([aten.scatter_add.default], _scatter_add)
 _register([aten.index_put.default], _index_put)
+_register([aten.index_select.default], _index_select)
+_register([aten.embedding_dense_backward.default], _embedding_backward)
+KEEP_DECOMPOSITION.add(aten.embedding_dense_backward.default)
 _register([aten.flip.default], _flip)
 _register([aten.repeat.default], _repeat)
 _register([aten.sort.default, aten.sort.stable], _sort)

@@ -31,6 +31,9 @@ from .tensor import code_of, runtime_scalar
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
+#: overloads whose lowering declines some forms (returns ``NotImplemented``):
+#: torch's decomposition of them stays behind the lowering for those forms
+KEEP_DECOMPOSITION: set = set()
 
 
 def _register(overloads, fn):

@@ -19,7 +19,7 @@ from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..api import pointwise as P
 from ..api import reductions as RD
-from .lowerings import LOWERINGS
+from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
 from .operands import value
 from .tensor import code_of
 
@@ -131,12 +131,10 @@ def _layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias
     return grad_input, grad_weight, grad_bias
 
 
-#: overloads whose lowering declines some forms: torch's decomposition stays behind it
-KEEP_DECOMPOSITION = frozenset({
+KEEP_DECOMPOSITION.update({
     aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default,
     aten._softmax_backward_data.default, aten._log_softmax_backward_data.default,
     aten.native_layer_norm.default, aten.native_layer_norm_backward.default})
-
 LOWERINGS[aten._softmax.default] = _softmax
 LOWERINGS[aten._log_softmax.default] = _log_softmax
 LOWERINGS[aten._safe_softmax.default] = _safe_softmax
