@@ -96,3 +96,15 @@ def test_every_wrapped_op_had_a_python_meta_kernel_and_is_in_place():
         assert op._schema.name.endswith("_") and op._schema.is_mutable
         assert callable(wrapped.kernel)
     assert aten.pow_.Scalar not in meta.WRAPPED and aten.fill_.Scalar not in meta.WRAPPED
+
+
+def test_the_eager_check_runs_on_the_cpu_under_a_meta_device_context():
+    """Model init on the meta device (``with torch.device("meta")``) keeps working: the
+    stand-ins of the check are CPU tensors, whatever the default device."""
+    with torch.device("meta"), torch.no_grad():
+        m = torch.nn.Linear(3, 4)
+        m.weight.mul_(2.0)
+        m.bias.zero_()
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            torch.empty(5, 3, dtype=torch.int64).mul_(0.5)
+    assert m.weight.device.type == "meta"

@@ -72,7 +72,7 @@ def _eager_check(op, args, kwargs):
 
     def stand_in(x):
         if isinstance(x, torch.Tensor):
-            return torch.ones([small[d] for d in x.shape], dtype=x.dtype)
+            return torch.ones([small[d] for d in x.shape], dtype=x.dtype, device="cpu")
         return x
     try:
         op(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
