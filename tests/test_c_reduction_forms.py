@@ -235,3 +235,43 @@ def test_layer_norm_rows(backend, cols):
     want = ((x64 - mu) / np.sqrt(var + 1e-5) * w + b).astype(np.float32)
     out = lr.nn.layer_norm(lr.tensor(x), (cols,), lr.tensor(w), lr.tensor(b))
     assert_matches(out, want, rtol=1e-4, atol=1e-4)
+
+
+def _kernel_sources():
+    from lazyrt.runtime import program_cache
+    program = next(reversed(program_cache._programs.values()))
+    return [k.source for k in program.record.kernels]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64, np.bool_])
+def test_column_sums_add_every_row_and_lane(backend, dtype):
+    """Sums over axis 0 of a row-major matrix (a bias's gradient) walk rows,
+    COLUMN_LANES columns at once: exact for small integers at every row count
+    around ROW_BLOCK and column count around the lane block, with a fused
+    producer and a row value read per column."""
+    from lazyrt.codegen.c_reduce import COLUMN_LANES
+    for rows in (1, ROW_BLOCK - 1, ROW_BLOCK, ROW_BLOCK + 1, 3 * ROW_BLOCK + 5):
+        for cols in (1, 3, COLUMN_LANES, COLUMN_LANES + 1, 2 * COLUMN_LANES + 7):
+            rng = np.random.default_rng(rows * 1000 + cols)
+            a = rng.integers(-4, 5, (rows, cols)).astype(dtype)
+            b = rng.integers(-2, 3, cols).astype(dtype)
+            t = lr.tensor(a)
+            assert_matches(t.sum(axis=0), a.sum(axis=0), rtol=0, atol=0)
+            if rows > 1 and cols > 1:  # (a size-1 axis is no column walk)
+                assert any(f"c1 += {COLUMN_LANES}" in src for src in _kernel_sources())
+            if dtype != np.bool_:
+                want = (a * b).sum(axis=0) + b
+                assert_matches((t * lr.tensor(b)).sum(axis=0) + lr.tensor(b), want,
+                               rtol=0, atol=0)
+
+
+def test_column_sums_of_nan_inf_and_views(backend):
+    """NaN and inf reach their own column only; a strided (every other row) view
+    and a wide float32 sum stay accurate."""
+    a = np.arange(300 * 70, dtype=np.float32).reshape(300, 70) % 7 - 3
+    a[5, 2], a[200, 69], a[0, 64] = np.nan, np.inf, -np.inf
+    assert_matches(lr.tensor(a).sum(axis=0), a.sum(axis=0), rtol=0, atol=0)
+    assert_matches(lr.tensor(a)[::2].sum(axis=0), a[::2].sum(axis=0), rtol=0, atol=0)
+    x = np.random.default_rng(3).standard_normal((1 << 14, 130), dtype=np.float32) + 1
+    got = lr.tensor(x).sum(axis=0).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=0), rtol=1e-6)
