@@ -77,11 +77,13 @@ def test_clip_grad_norm_matches_eager(torch_backend):
     norms = []
     for model, dev in ((eager, "cpu"), (lazy, "lazy")):
         (model(x.to(dev)) ** 2).sum().backward()
-        for foreach in (None, False):  # foreach=True refuses lazy (and cpu) tensors in torch
+        # None: the multi-tensor path on lazy tensors, the loop on the CPU; True refuses
+        # CPU tensors in torch, so lazy's True is compared with the CPU's loop
+        for foreach in (None, False, True if dev == "lazy" else None):
             norms.append(nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=foreach))
     assert lr.metrics.snapshot()["fallbacks"] == {}
-    assert_same(norms[2], norms[0], rtol=1e-12, atol=0)
-    assert_same(norms[3], norms[1], rtol=1e-12, atol=0)
+    for got, want in zip(norms[3:], norms[:3]):
+        assert_same(got, want, rtol=1e-12, atol=0)
     for p, q in zip(eager.parameters(), lazy.parameters()):
         assert_same(q.grad, p.grad, rtol=1e-12, atol=1e-15)
 
@@ -103,3 +105,26 @@ def test_optimizer_made_before_lazy_steps_the_lazy_parameters(torch_backend):
     for p, q in zip(eager.parameters(), model.parameters()):
         assert_same(q, p, rtol=1e-12, atol=1e-14)
     assert lt.to_cpu(model) is model and params[0].device.type == "cpu"
+
+
+def test_optimizers_default_to_the_multi_tensor_path_on_lazy_tensors(torch_backend):
+    """As torch does on CUDA: ``foreach`` left unset picks ``_foreach_*`` ops for lazy
+    parameters (one dispatch for all of them), the loop for CPU ones."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+    from torch.utils._foreach_utils import _has_foreach_support
+    model = _model(8)
+    cpu_params = list(model.parameters())
+    assert _default_to_fused_or_foreach(cpu_params, False, False) == (False, False)
+    lazy_params = list(lt.lazy(model).parameters())
+    assert _default_to_fused_or_foreach(lazy_params, False, False) == (False, True)
+    seen = []
+    original = torch._foreach_lerp_
+    try:
+        torch._foreach_lerp_ = lambda *a, **k: (seen.append(len(a[0])), original(*a, **k))[1]
+        opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+        (model(torch.randn(2, 4, dtype=torch.float64).to("lazy")) ** 2).sum().backward()
+        assert _has_foreach_support([p.grad for p in lazy_params], torch.device("lazy"))
+        opt.step()
+    finally:
+        torch._foreach_lerp_ = original
+    assert seen == [len(lazy_params)]

@@ -20,6 +20,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from .. import runtime
 from . import factories as _factories
 from . import meta as _meta
+from . import optim as _optim
 from .random import eager_random, eager_random_enabled
 from .tensor import DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 
@@ -28,6 +29,7 @@ __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
 
 _factories.install()
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
+_optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
 
 
 def device() -> torch.device:
