@@ -155,6 +155,22 @@ def right_shift(a, b):
     return jnp.where(ok, jnp.right_shift(a, jnp.where(ok, b, 0)), past)
 
 
+def maximum(a, b):
+    """np.maximum as every lazyrt backend computes it: NaN in either operand wins,
+    and equal operands give ``b``, so ``maximum(0.0, -0.0)`` is -0.0 as in NumPy
+    (XLA's max gives +0.0)."""
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        return jnp.where((a > b) | (a != a), a, b)
+    return jnp.maximum(a, b)
+
+
+def minimum(a, b):
+    """np.minimum: NaN in either operand wins, equal operands give ``b``."""
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        return jnp.where((a < b) | (a != a), a, b)
+    return jnp.minimum(a, b)
+
+
 def accumulate(fn, x, axes, keepdims, acc, out):
     """``fn`` (jnp.sum or jnp.prod) over ``axes``, accumulated in ``acc``."""
     return fn(x.astype(acc), axis=axes, keepdims=keepdims).astype(out)

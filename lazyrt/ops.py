@@ -130,9 +130,9 @@ MOD = _b("mod", np.remainder, C.divmod_("mod"), T.divmod_("mod"), J.divmod_("mod
 POW = _b("pow", np.power, C.power, T.power, J.fn("jnp.power"),
          "x ** 2, 3, 0.5, 1 and -1 are rewritten before lowering (passes.specialize_pow)",
          cost=COSTLY)
-MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"), J.fn("jnp.maximum"),
+MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"), J.fn("lzj.maximum"),
              "NaN propagates, as np.maximum")
-MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"), J.fn("jnp.minimum"),
+MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"), J.fn("lzj.minimum"),
              "NaN propagates, as np.minimum")
 EQ = _b("eq", np.equal, C.infix("=="), T.infix("=="), J.exact("jnp.equal"))
 NE = _b("ne", np.not_equal, C.infix("!="), T.infix("!="), J.exact("jnp.not_equal"))
