@@ -46,6 +46,18 @@ settings.load_profile(_PROFILE)
 
 
 
+def skip_deep_graph_on_jax(backend):
+    """Skip a test that compiles one graph thousands of ops deep on the jax backend.
+
+    XLA's CPU compiler (jaxlib 0.10.2) does not get through such graphs on small
+    arrays: a plain ``jax.jit`` of a chain of ~510 adds on a float32[4] (lazyrt not
+    involved) grows past 9 GiB and aborts with std::bad_alloc; with float32[1000]
+    the same chain compiles in 1.1 s. The README's jax row says so."""
+    if backend == "jax":
+        pytest.skip("XLA's CPU compiler aborts on elementwise chains of ~500+ ops on "
+                    "tiny arrays (reproduced with plain jax.jit)")
+
+
 def pytest_collection_finish(session):
     """Freeze what collection imported (torch, its OpInfo database, triton, jax:
     ~500k objects) out of the garbage collector's reach. The ``backend`` fixture
