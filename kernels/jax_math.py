@@ -155,19 +155,22 @@ def right_shift(a, b):
     return jnp.where(ok, jnp.right_shift(a, jnp.where(ok, b, 0)), past)
 
 
+def _nan_or(wins, a, b):
+    """``a`` where it ``wins`` against ``b`` or is NaN, else ``b``: np.maximum and
+    np.minimum as every lazyrt backend computes them, so equal operands give ``b``
+    (``maximum(0.0, -0.0)`` is -0.0 as in NumPy; XLA's max gives +0.0)."""
+    return jnp.where(wins(a, b) | (a != a), a, b)
+
+
 def maximum(a, b):
-    """np.maximum as every lazyrt backend computes it: NaN in either operand wins,
-    and equal operands give ``b``, so ``maximum(0.0, -0.0)`` is -0.0 as in NumPy
-    (XLA's max gives +0.0)."""
     if jnp.issubdtype(a.dtype, jnp.floating):
-        return jnp.where((a > b) | (a != a), a, b)
+        return _nan_or(jnp.greater, a, b)
     return jnp.maximum(a, b)
 
 
 def minimum(a, b):
-    """np.minimum: NaN in either operand wins, equal operands give ``b``."""
     if jnp.issubdtype(a.dtype, jnp.floating):
-        return jnp.where((a < b) | (a != a), a, b)
+        return _nan_or(jnp.less, a, b)
     return jnp.minimum(a, b)
 
 

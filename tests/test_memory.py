@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import lazyrt as lr
-from conftest import skip_deep_graph_on_jax
 from lazyrt import _recorder, runtime
-from conftest import assert_matches
+from conftest import assert_matches, skip_deep_graph_on_jax
 
 STEPS = int(os.environ.get("LAZYRT_MEMORY_STEPS", 100_000))
 

@@ -107,7 +107,8 @@ def test_optimizer_made_before_lazy_steps_the_lazy_parameters(torch_backend):
     assert lt.to_cpu(model) is model and params[0].device.type == "cpu"
 
 
-def test_optimizers_default_to_the_multi_tensor_path_on_lazy_tensors(torch_backend):
+def test_optimizers_default_to_the_multi_tensor_path_on_lazy_tensors(torch_backend,
+                                                                      monkeypatch):
     """As torch does on CUDA: ``foreach`` left unset picks ``_foreach_*`` ops for lazy
     parameters (one dispatch for all of them), the loop for CPU ones."""
     from torch.optim.optimizer import _default_to_fused_or_foreach
@@ -119,12 +120,10 @@ def test_optimizers_default_to_the_multi_tensor_path_on_lazy_tensors(torch_backe
     assert _default_to_fused_or_foreach(lazy_params, False, False) == (False, True)
     seen = []
     original = torch._foreach_lerp_
-    try:
-        torch._foreach_lerp_ = lambda *a, **k: (seen.append(len(a[0])), original(*a, **k))[1]
-        opt = torch.optim.AdamW(model.parameters(), lr=0.1)
-        (model(torch.randn(2, 4, dtype=torch.float64).to("lazy")) ** 2).sum().backward()
-        assert _has_foreach_support([p.grad for p in lazy_params], torch.device("lazy"))
-        opt.step()
-    finally:
-        torch._foreach_lerp_ = original
+    monkeypatch.setattr(torch, "_foreach_lerp_",
+                        lambda *a, **k: (seen.append(len(a[0])), original(*a, **k))[1])
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    (model(torch.randn(2, 4, dtype=torch.float64).to("lazy")) ** 2).sum().backward()
+    assert _has_foreach_support([p.grad for p in lazy_params], torch.device("lazy"))
+    opt.step()
     assert seen == [len(lazy_params)]

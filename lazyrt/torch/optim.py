@@ -25,8 +25,8 @@ _NAME = "_get_foreach_kernels_supported_devices"
 def _with_lazy(original):
     def devices() -> list:
         return [*original(), "lazy"]
-    devices.__wrapped__ = original
     devices.__doc__ = original.__doc__
+    devices.lazyrt_original = original  # marks it installed (and keeps torch's)
     return devices
 
 
@@ -35,6 +35,6 @@ def install():
     for name in _READERS:
         module = importlib.import_module(name)
         current = getattr(module, _NAME, None)
-        if current is None or hasattr(current, "__wrapped__"):
+        if current is None or hasattr(current, "lazyrt_original"):
             continue
         setattr(module, _NAME, _with_lazy(current))
