@@ -118,12 +118,56 @@ def test_optimizers_default_to_the_multi_tensor_path_on_lazy_tensors(torch_backe
     assert _default_to_fused_or_foreach(cpu_params, False, False) == (False, False)
     lazy_params = list(lt.lazy(model).parameters())
     assert _default_to_fused_or_foreach(lazy_params, False, False) == (False, True)
+    assert _default_to_fused_or_foreach(lazy_params, False, True) == (True, False)
     seen = []
-    original = torch._foreach_lerp_
-    monkeypatch.setattr(torch, "_foreach_lerp_",
+    original = torch._foreach_add_
+    monkeypatch.setattr(torch, "_foreach_add_",
                         lambda *a, **k: (seen.append(len(a[0])), original(*a, **k))[1])
-    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     (model(torch.randn(2, 4, dtype=torch.float64).to("lazy")) ** 2).sum().backward()
     assert _has_foreach_support([p.grad for p in lazy_params], torch.device("lazy"))
     opt.step()
-    assert seen == [len(lazy_params)]
+    assert seen and all(n == len(lazy_params) for n in seen)
+
+
+@pytest.mark.parametrize("fused", [None, True])
+def test_adam_records_one_step_for_all_parameters(torch_backend, monkeypatch, fused):
+    """Adam/AdamW's multi-tensor and fused steps on lazy parameters record every
+    parameter's update at once and write it back as an in-place op would (the
+    parameter's version moves, every alias sees it); the gradients are only read,
+    and no aten op reaches lazyrt per parameter beyond the step counts' own."""
+    import lazyrt.torch.optim as lopt
+    from lazyrt.torch import dispatch as lazy_dispatch
+    from lazyrt.torch import tensor as lazy_tensor
+    eager = _model(9)
+    model = lt.lazy(copy.deepcopy(eager))
+    params = list(model.parameters())
+    alias = params[0].view(-1)
+    calls, ops = [], []
+    original = lopt.adam_values
+    monkeypatch.setattr(lopt, "adam_values",
+                        lambda *a, **k: (calls.append(len(a[0])), original(*a, **k))[1])
+    inner = lazy_dispatch.dispatch
+    monkeypatch.setattr(lazy_tensor, "_dispatch",
+                        lambda f, a, k: (ops.append(str(f)), inner(f, a, k))[1])
+    x = torch.randn(3, 4, dtype=torch.float64)
+    opts = [torch.optim.AdamW(m.parameters(), lr=0.1, weight_decay=0.1, fused=fused)
+            for m in (eager, model)]
+    for step in range(2):  # the first step makes the optimizer's state
+        for m, o, dev in ((eager, opts[0], "cpu"), (model, opts[1], "lazy")):
+            o.zero_grad()
+            (m(x.to(dev)) ** 2).sum().backward()
+        grads = [p.grad.detach().cpu() for p in params]
+        versions = [p._version for p in params]
+        calls.clear()
+        ops.clear()
+        opts[0].step()
+        opts[1].step()
+    assert calls == [len(params)]
+    assert not any("_foreach_lerp" in o or "_foreach_addcdiv" in o for o in ops), ops
+    assert len(ops) <= 4 * len(params), ops  # steps (lazy ones when fused), aliases' syncs
+    assert all(p._version > v for p, v in zip(params, versions))
+    for p, q, g in zip(eager.parameters(), params, grads):
+        assert_same(q, p, rtol=1e-12, atol=1e-14)
+        assert_same(q.grad, g, rtol=0, atol=0)
+    assert_same(alias, params[0].detach().cpu().view(-1), rtol=0, atol=0)

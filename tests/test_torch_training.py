@@ -64,6 +64,13 @@ OPTIMIZERS = {
     "sgd_foreach": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, foreach=True),
     "adam_amsgrad_foreach": lambda ps: torch.optim.Adam(ps, lr=1e-2, amsgrad=True,
                                                         weight_decay=0.01, foreach=True),
+    # eager runs torch's fused CPU kernels: lazyrt's steps must agree with them too
+    "adamw_fused": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.05, fused=True),
+    "adam_fused_amsgrad_maximize": lambda ps: torch.optim.Adam(
+        ps, lr=1e-2, amsgrad=True, maximize=True, weight_decay=0.01, fused=True),
+    "sgd_fused": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=0.1,
+                                            fused=True),
+    "sgd_fused_plain": lambda ps: torch.optim.SGD(ps, lr=0.05, fused=True),
 }
 
 
