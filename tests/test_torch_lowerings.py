@@ -156,6 +156,11 @@ VIEWS = {
     "flatten": lambda x: x.flatten(), "split": lambda x: x.split(2, 1)[1],
     "chunk": lambda x: x.chunk(2)[0],
     "split_sizes": lambda x: x.split([1, 3], 1)[1], "unbind": lambda x: x.unbind(1)[2], "reshape_t": lambda x: x.t().reshape(-1),
+    "permute_3d": lambda x: x.view(3, 2, 2).permute(-1, 0, 1).reshape(-1),
+    "permute_identity": lambda x: x.permute(0, -1),
+    "transpose_negative": lambda x: x.unsqueeze(1).transpose(-1, 0),
+    "transpose_same": lambda x: x.transpose(1, -1),
+    "unsqueeze_front_back": lambda x: x.unsqueeze(-3).unsqueeze(3),
 }
 
 
@@ -185,6 +190,30 @@ def test_matmul_forms_match_eager(torch_backend, op, dtype):
     want = MATMUL[op](a, b, c)
     assert_same(MATMUL[op](a.to("lazy"), b.to("lazy"), c.to("lazy")), want,
                 rtol=1e-5 if dtype == torch.float32 else 1e-13, atol=1e-5)
+
+
+@pytest.mark.parametrize("sizes,dim,index", [((3, 4, 5), 0, 1), ((3, 4, 5), -1, -2),
+                                              ((2, 3), 1, 2), ((4,), 0, 3), ((2, 0), 0, 1)])
+def test_select_backward_is_native(torch_backend, sizes, dim, index):
+    """``x[i]``'s backward (what ``q, k, v = proj[0], proj[1], proj[2]`` records) is
+    a lowering of its own, an elementwise mask the planner fuses."""
+    kept = [s for i, s in enumerate(sizes) if i != dim % len(sizes)]
+    grad = _sample(torch.float64, tuple(kept)) if all(kept) else torch.zeros(kept,
+                                                                              dtype=torch.float64)
+    lr.metrics.reset()
+    got = torch.ops.aten.select_backward(grad.to("lazy"), sizes, dim, index)
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    assert_same(got, torch.ops.aten.select_backward(grad, sizes, dim, index), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op,args", [("permute", (0, 0)), ("permute", (0, 2)),
+                                     ("transpose", (0, 2)), ("unsqueeze", (3,))])
+def test_bad_view_dims_raise_as_in_eager(torch_backend, op, args):
+    x = _sample(torch.float32)
+    with pytest.raises((IndexError, RuntimeError)):
+        getattr(x, op)(*args)
+    with pytest.raises((IndexError, RuntimeError)):
+        getattr(x.to("lazy"), op)(*args)
 
 
 def test_scatters_from_functionalization(torch_backend):

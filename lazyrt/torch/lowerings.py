@@ -20,8 +20,10 @@ import sys
 
 import torch
 
+from .. import _recorder as R
 from .. import _recorder_shapes as S
 from .. import dtypes as D
+from .. import ops as OPS
 from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
@@ -30,6 +32,7 @@ from .operands import KIND, operand, promoted, value
 from .tensor import code_of, runtime_scalar
 
 aten = torch.ops.aten
+_PERMUTE = OPS.PERMUTE.id
 LOWERINGS: dict = {}
 #: overloads whose lowering declines some forms (returns ``NotImplemented``):
 #: torch's decomposition of them stays behind the lowering for those forms
@@ -442,9 +445,38 @@ def _squeeze(a, dim=None):
     return S.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in keep))
 
 
+def _permuted(x, axes):
+    """``x`` with its axes reordered by ``axes`` (a permutation of ``range(x.ndim)``,
+    checked by the caller): one recorded node, none of the API's argument checks
+    (the view ops are most of what functionalization replays)."""
+    node = x._node
+    shape = node.shape
+    return R.wrap(R.record(_PERMUTE, node.dtype, tuple([shape[i] for i in axes]), (node,),
+                           (axes,)))
+
+
 def _t(a):
     x = value(a)
-    return V.transpose(x) if x.ndim == 2 else P.astype(x, x.dtype)
+    return _permuted(x, (1, 0)) if x.ndim == 2 else P.astype(x, x.dtype)
+
+
+def _permute(a, dims):
+    x = value(a)
+    n = x.ndim
+    axes = tuple(d % n if -n <= d < n else d for d in dims) if n else tuple(dims)
+    if n and sorted(axes) == list(range(n)):
+        return _permuted(x, axes) if axes != tuple(range(n)) else R.wrap(x._node)
+    return V.permute(x, tuple(dims))  # raises the API's error
+
+
+def _unsqueeze(a, dim):
+    x = value(a)
+    n = x.ndim + 1
+    if not -n <= dim < n:
+        return V.unsqueeze(x, dim)  # raises the API's error
+    shape = list(x.shape)
+    shape.insert(dim % n, 1)
+    return S.reshape(x, tuple(shape))
 
 
 def _copies(*names):
@@ -460,7 +492,7 @@ def _copies(*names):
 
 _register(_copies("view", "_unsafe_view", "reshape"),
           lambda a, shape: S.reshape(value(a), tuple(shape)))
-_register(_copies("permute"), lambda a, dims: V.permute(value(a), tuple(dims)))
+_register(_copies("permute"), _permute)
 _register(_copies("expand"), lambda a, size, *, implicit=False:
           V.broadcast_to(value(a), tuple(size)))
 _register(_copies("slice"), _slice)
@@ -469,12 +501,17 @@ def _transpose(a, d0, d1):
     x = value(a)
     if _dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
         return P.astype(x, x.dtype)
-    return V.swapaxes(x, d0, d1)
+    n = x.ndim
+    if -n <= d0 < n and -n <= d1 < n:
+        axes = list(range(n))
+        axes[d0], axes[d1] = axes[d1], axes[d0]
+        return _permuted(x, tuple(axes)) if d0 % n != d1 % n else R.wrap(x._node)
+    return V.swapaxes(x, d0, d1)  # raises the API's error
 
 
 _register([aten.transpose.int, aten.transpose_copy.int], _transpose)
 _register(_copies("t"), _t)
-_register(_copies("unsqueeze"), lambda a, dim: V.unsqueeze(value(a), dim))
+_register(_copies("unsqueeze"), _unsqueeze)
 _register(_copies("squeeze"), _squeeze)
 
 
@@ -505,6 +542,22 @@ def _scatter_into(base, src, index):
     return out
 
 
+def _select_backward(grad, input_sizes, dim, index):
+    """Zeros of ``input_sizes`` with ``grad`` at ``index`` along ``dim``, as a mask over
+    ``grad`` spread along ``dim``: elementwise, so the planner fuses it (and the sum of
+    the three of ``q, k, v = proj[0], proj[1], proj[2]``) instead of running a
+    scatter into zeros per select."""
+    g = value(grad)
+    sizes = tuple(input_sizes)
+    d = dim % len(sizes)
+    spread = V.broadcast_to(V.unsqueeze(g, d), sizes)
+    at = [1] * len(sizes)
+    at[d] = sizes[d]
+    mask = S.reshape(C.arange(sizes[d]) == index % sizes[d], tuple(at))
+    return S.where(mask, spread, runtime_scalar(0, g._node.dtype))
+
+
+_register([aten.select_backward.default], _select_backward)
 _register([aten.select_scatter.default], lambda a, src, dim, index:
           _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
 _register([aten.slice_scatter.default], lambda a, src, dim=0, start=None, end=None, step=1:

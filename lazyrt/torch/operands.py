@@ -72,9 +72,14 @@ _PROMOTIONS: dict = {}
 
 def _signature(x):
     # all torch's rule looks at: a tensor's dtype and whether it is 0-d, a number's type
-    if type(x) is LazyTensor or isinstance(x, torch.Tensor):
-        return x.dtype, x.dim() == 0
-    return type(x)
+    # (a lazy tensor's from its lazyrt node: torch's own attributes cost more)
+    t = type(x)
+    if t is LazyTensor:
+        node = x.value._node
+        return node.dtype, not node.shape
+    if isinstance(x, torch.Tensor):
+        return CODE_OF_TORCH.get(x.dtype, x.dtype), x.dim() == 0
+    return t
 
 
 def promoted(kind, *args):
