@@ -171,3 +171,25 @@ def test_adam_records_one_step_for_all_parameters(torch_backend, monkeypatch, fu
         assert_same(q, p, rtol=1e-12, atol=1e-14)
         assert_same(q.grad, g, rtol=0, atol=0)
     assert_same(alias, params[0].detach().cpu().view(-1), rtol=0, atol=0)
+
+
+def test_views_of_stepped_parameters_are_taken_once(torch_backend, monkeypatch):
+    """After an Adam step the parameters own fresh functional storages: a forward's
+    ``weight.t()`` is recorded once, not taken and then replayed from the storage's
+    base on first use (what a storage with committed updates makes every new view do)."""
+    from lazyrt.torch import dispatch as lazy_dispatch
+    from lazyrt.torch import tensor as lazy_tensor
+    model = lt.lazy(_model(10))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    x = torch.randn(3, 4, dtype=torch.float64).to("lazy")
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    ops = []
+    inner = lazy_dispatch.dispatch
+    monkeypatch.setattr(lazy_tensor, "_dispatch",
+                        lambda f, a, k: (ops.append(str(f)), inner(f, a, k))[1])
+    model(x)
+    assert [o for o in ops if o.endswith(("t_copy.default", "detach_copy.default"))] == \
+        ["aten.t_copy.default"] * 2, ops
