@@ -506,9 +506,16 @@ cdef object _as_tensor(object x):
     return x if isinstance(x, TensorBase) else _to_tensor(x)
 
 
+#: (min, max) of each integer dtype code (``np.iinfo`` costs microseconds a call)
+cdef dict _INT_RANGES = {}
+
+
 cdef bint _int_fits(object value, int dtype) except -1:
-    info = np.iinfo(_D.DTYPES[dtype])
-    return info.min <= value <= info.max
+    bounds = _INT_RANGES.get(dtype)
+    if bounds is None:
+        info = np.iinfo(_D.DTYPES[dtype])
+        bounds = _INT_RANGES[dtype] = (int(info.min), int(info.max))
+    return bounds[0] <= value <= bounds[1]
 
 
 cdef object _check_int_range(int op, object value, int dtype):
