@@ -235,6 +235,33 @@ def test_optimizer_ops_match_eager(torch_backend):
         assert_same(fn(la, lb, lc), fn(a, b, c), rtol=1e-15, atol=1e-15)
 
 
+@pytest.mark.parametrize("op", [torch._fused_adam_, torch._fused_adamw_])
+@pytest.mark.parametrize("found", [None, 0.0, 1.0])
+def test_fused_adam_lowering_matches_torchs_kernel(torch_backend, op, found):
+    """``_fused_adam(w)_`` called directly (amsgrad, lazy step counts, AMP's
+    ``grad_scale`` and ``found_inf``) against torch's own CPU kernel."""
+    shapes = [(3, 4), (5,)]
+    g = torch.Generator().manual_seed(1)
+
+    def state():
+        return [[torch.randn(s, generator=g, dtype=torch.float64).abs() for s in shapes]
+                for _ in range(5)]
+    cpu = state()
+    steps = [torch.tensor(3.0, dtype=torch.float32) for _ in shapes]
+    scale = torch.tensor(4.0, dtype=torch.float32)
+    inf = None if found is None else torch.tensor(found, dtype=torch.float32)
+    lazy = [[t.to("lazy") for t in group] for group in cpu]
+    kwargs = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=True,
+                  maximize=False)
+    op(*cpu, steps, grad_scale=scale, found_inf=inf, **kwargs)
+    op(*lazy, [s.to("lazy") for s in steps], grad_scale=scale.to("lazy"),
+       found_inf=None if inf is None else inf.to("lazy"), **kwargs)
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    for want_group, got_group in zip(cpu, lazy):
+        for want, got in zip(want_group, got_group):
+            assert_same(got, want, rtol=1e-12, atol=1e-14)
+
+
 def test_native_lowerings_need_no_decomposition():
     # a lowering wins over PyTorch's decomposition of the same overload
     # (but for the few whose lowering declines some forms: those forms decompose)
@@ -285,11 +312,12 @@ def test_embedding_lookup_and_backward_are_native(torch_backend):
 
 
 @pytest.mark.parametrize("kwargs", [dict(padding_idx=2), dict(padding_idx=-1),
-                                    dict(scale_grad_by_freq=True)])
+                                    dict(scale_grad_by_freq=True),
+                                    dict(scale_grad_by_freq=True, padding_idx=5)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_embedding_backward_with_padding_and_frequency_scaling(torch_backend, kwargs, dtype):
-    """A padding row gets no gradient; scale_grad_by_freq (which the native lowering
-    leaves to torch's decomposition) divides by each index's count."""
+    """A padding row gets no gradient; scale_grad_by_freq divides by each index's
+    count; both natively, with no fallback."""
     torch.manual_seed(1)
     eager = torch.nn.Embedding(7, 4, **kwargs).to(dtype)
     lazy = lt.lazy(torch.nn.Embedding(7, 4, **kwargs).to(dtype))
@@ -303,8 +331,7 @@ def test_embedding_backward_with_padding_and_frequency_scaling(torch_backend, kw
         (lazy(idx.to("lazy")) * g.to("lazy")).sum().backward()
         tol = 1e-6 if dtype is torch.float32 else 1e-14
         assert_same(lazy.weight.grad, eager.weight.grad, rtol=tol, atol=tol)
-    if "scale_grad_by_freq" not in kwargs:  # (its decomposition counts with a fallback)
-        assert lr.metrics.snapshot()["fallbacks"] == {}
+    assert lr.metrics.snapshot()["fallbacks"] == {}
 
 
 def test_gather_scatter_add_and_index_put_match_eager(torch_backend):

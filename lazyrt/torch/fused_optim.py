@@ -94,12 +94,14 @@ def adam_values(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *,
                 beta2, weight_decay, eps, amsgrad, maximize, decoupled, grad_scale=None,
                 found_inf=None):
     """One Adam (``decoupled``: AdamW) step on lazyrt values: the new parameters,
-    first and second moments and (``amsgrad``) maximal second moments, as lists.
+    first and second moments, (``amsgrad``) maximal second moments and gradients,
+    as lists. The gradients change only with ``grad_scale``: torch's fused kernels
+    leave them unscaled (divided by it) unless ``found_inf`` skips the step.
 
     ``steps`` holds each parameter's step count, already incremented: a CPU torch
     tensor or a lazyrt value. ``lr`` is a Python float or a lazyrt value;
     ``grad_scale`` and ``found_inf`` are lazyrt values or None."""
-    out_p, out_m, out_v, out_max = [], [], [], []
+    out_p, out_m, out_v, out_max, out_g = [], [], [], [], []
     by_code: dict = {}
     skip = None
     if found_inf is not None:  # AMP: where found_inf is nonzero the step changes nothing
@@ -114,6 +116,7 @@ def adam_values(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *,
         x = old_p
         if grad_scale is not None:
             g = g / _as(grad_scale, code, sc)
+        out_g.append(kept(g, grads[i]))
         if maximize:
             g = P.negative(g)
         if weight_decay != 0:
@@ -138,7 +141,7 @@ def adam_values(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *,
         out_p.append(kept(x, old_p))
         out_m.append(kept(m_new, m))
         out_v.append(kept(v_new, v))
-    return out_p, out_m, out_v, out_max
+    return out_p, out_m, out_v, out_max, out_g
 
 
 def _values(tensors):
@@ -150,7 +153,7 @@ def _adam(decoupled):
               beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None,
               found_inf=None):
         steps = [value(s) if type(s) is LazyTensor else s for s in state_steps]
-        out_p, out_m, out_v, out_max = adam_values(
+        out_p, out_m, out_v, out_max, out_g = adam_values(
             _values(params), _values(grads), _values(exp_avgs), _values(exp_avg_sqs),
             _values(max_exp_avg_sqs) if amsgrad else [], steps, lr=_lr_value(lr),
             beta1=beta1, beta2=beta2, weight_decay=weight_decay, eps=eps, amsgrad=amsgrad,
@@ -159,7 +162,7 @@ def _adam(decoupled):
             found_inf=None if found_inf is None else value(found_inf))
         if not amsgrad:  # not read, not changed
             out_max = _values(max_exp_avg_sqs)
-        return out_p, _values(grads), out_m, out_v, out_max
+        return out_p, out_g, out_m, out_v, out_max
     return lower
 
 

@@ -103,15 +103,20 @@ def _take(x, flat, axis):
 
 def _embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     """The weight's gradient: each index's row of ``grad`` added into its row (none
-    for ``padding_idx``). ``scale_grad_by_freq`` goes to torch's decomposition."""
-    if scale_grad_by_freq:
-        return NotImplemented
+    for ``padding_idx``); with ``scale_grad_by_freq``, each row of ``grad`` first
+    divided by how often its index occurs in the batch (a scatter-add of ones, read
+    back by a gather)."""
     g, idx = value(grad), _index_tensor(indices)
+    dtype = D.DTYPES[g._node.dtype]
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
     rows = S.reshape(g, (flat.shape[0], g.shape[-1]))
+    if scale_grad_by_freq:
+        counts = IX.index_add(C.zeros((num_weights,), dtype), flat,
+                              C.ones((flat.shape[0],), dtype), axis=0)
+        rows = rows / V.unsqueeze(M.take(counts, flat, axis=0), -1)
     if padding_idx >= 0:
         rows = S.where(V.unsqueeze(flat == padding_idx, -1), 0, rows)
-    out = C.zeros((num_weights, g.shape[-1]), D.DTYPES[g._node.dtype])
+    out = C.zeros((num_weights, g.shape[-1]), dtype)
     return IX.index_add(out, flat, rows, axis=0)
 
 

@@ -84,10 +84,11 @@ def _record_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_st
                  grad_scale=None, found_inf=None):
     """One Adam/AdamW step on lazy tensors, recorded straight into lazyrt
     (:func:`lazyrt.torch.fused_optim.adam_values`) and written back into the
-    parameters and moments; the gradients are only read."""
+    parameters and moments; the gradients are only read (unless AMP's
+    ``grad_scale`` is given: torch's fused step leaves them unscaled)."""
     torch._foreach_add_(state_steps, 1)
     steps = [unwrap(s) if s.device.type == "lazy" else s for s in state_steps]
-    out_p, out_m, out_v, out_max = adam_values(
+    out_p, out_m, out_v, out_max, out_g = adam_values(
         [unwrap(t) for t in params], [unwrap(t) for t in grads],
         [unwrap(t) for t in exp_avgs], [unwrap(t) for t in exp_avg_sqs],
         [unwrap(t) for t in max_exp_avg_sqs] if amsgrad else [], steps, lr=lr,
@@ -95,8 +96,11 @@ def _record_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_st
         eps=float(eps), amsgrad=amsgrad, maximize=maximize, decoupled=decoupled,
         grad_scale=None if grad_scale is None else unwrap(grad_scale),
         found_inf=None if found_inf is None else unwrap(found_inf))
-    for targets, values in ((params, out_p), (exp_avgs, out_m), (exp_avg_sqs, out_v),
-                            (max_exp_avg_sqs if amsgrad else (), out_max)):
+    written = [(params, out_p), (exp_avgs, out_m), (exp_avg_sqs, out_v),
+               (max_exp_avg_sqs if amsgrad else (), out_max)]
+    if grad_scale is not None:  # the fused kernels leave the gradients unscaled
+        written.append((grads, out_g))
+    for targets, values in written:
         for t, v in zip(targets, values):
             _assign(t, v)
     if found_inf is not None:  # a skipped step does not count, as in torch's
