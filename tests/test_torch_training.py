@@ -71,6 +71,8 @@ OPTIMIZERS = {
     "sgd_fused": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=0.1,
                                             fused=True),
     "sgd_fused_plain": lambda ps: torch.optim.SGD(ps, lr=0.05, fused=True),
+    "adamw_fused_tensor_lr": lambda ps: torch.optim.AdamW(ps, lr=torch.tensor(1e-2),
+                                                          fused=True),
 }
 
 

@@ -88,6 +88,10 @@ def _record_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_st
     ``grad_scale`` is given: torch's fused step leaves them unscaled)."""
     torch._foreach_add_(state_steps, 1)
     steps = [unwrap(s) if s.device.type == "lazy" else s for s in state_steps]
+    if isinstance(lr, torch.Tensor):  # fused=True takes a tensor learning rate
+        lr = unwrap(lr).reshape(()) if lr.device.type == "lazy" else float(lr.item())
+    else:
+        lr = float(lr)
     out_p, out_m, out_v, out_max, out_g = adam_values(
         [unwrap(t) for t in params], [unwrap(t) for t in grads],
         [unwrap(t) for t in exp_avgs], [unwrap(t) for t in exp_avg_sqs],
@@ -121,14 +125,16 @@ def _adam_path(original, fused: bool):
                       decoupled_weight_decay=decoupled_weight_decay, **rest)
         same = (not rest and params and not has_complex and not differentiable
                 and (fused or (not capturable and grad_scale is None and found_inf is None))
-                and all(isinstance(x, (int, float)) for x in (lr, beta1, beta2))
+                and all(isinstance(x, (int, float)) for x in (beta1, beta2))
+                and (isinstance(lr, (int, float)) or (fused and isinstance(lr, torch.Tensor)
+                                                      and lr.numel() == 1))
                 and _all_lazy(params, grads, exp_avgs, exp_avg_sqs)
                 and (fused or all(s.device.type == "cpu" for s in state_steps)))
         if not same:
             return original(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
                             state_steps, grad_scale, found_inf, **kwargs)
         _record_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
-                     amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=float(lr),
+                     amsgrad=amsgrad, beta1=beta1, beta2=beta2, lr=lr,
                      weight_decay=weight_decay, eps=eps, maximize=maximize,
                      decoupled=decoupled_weight_decay, grad_scale=grad_scale,
                      found_inf=found_inf)
