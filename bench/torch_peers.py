@@ -183,6 +183,85 @@ def lazyrt_step_counters(peer: StepPeer) -> dict:
     return out
 
 
+def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[float]:
+    """Median trace of a lazy step that records nothing: every aten call reaching
+    lazyrt's ``__torch_dispatch__`` from torch (and the Adam step's one-pass record)
+    is answered from a tape of the previous step's results, so no lowering runs and
+    nothing is recorded. What is left is torch's machinery under lazyrt's design
+    (the Python module code, autograd, functionalization, the subclass dispatch)
+    and one ``LazyTensor`` per result: the trace no recorder, however cheap, can go
+    below. Run last: the replayed steps write stale values into the model."""
+    if peer.error or not peer.name.startswith("lazyrt"):
+        return None
+    from lazyrt.torch import dispatch as lazy_dispatch
+    from lazyrt.torch import optim as lazy_optim
+    from lazyrt.torch import tensor as lazy_tensor
+    from lazyrt.torch.tensor import LazyTensor
+    real_dispatch, real_adam = lazy_tensor._dispatch, lazy_optim.adam_values
+    tape, adam_tape = [], []
+
+    def recording(func, args, kwargs):
+        out = real_dispatch(func, args, kwargs)
+        if lazy_dispatch.depth() == 0:
+            tape.append(_values_of(out, LazyTensor))
+        return out
+
+    def adam_recording(*args, **kwargs):
+        out = real_adam(*args, **kwargs)
+        adam_tape.append(out)
+        return out
+    peer.activate()
+    lazy_tensor._dispatch, lazy_optim.adam_values = recording, adam_recording
+    try:
+        peer.step()
+    finally:
+        lazy_tensor._dispatch, lazy_optim.adam_values = real_dispatch, real_adam
+    cursor = [0, 0]
+
+    def replaying(func, args, kwargs):
+        if lazy_dispatch.depth() or cursor[0] >= len(tape):
+            return real_dispatch(func, args, kwargs)
+        cursor[0] += 1
+        return _rewrapped(tape[cursor[0] - 1], LazyTensor)
+
+    def adam_replaying(*args, **kwargs):
+        cursor[1] += 1
+        return adam_tape[(cursor[1] - 1) % len(adam_tape)]
+    first = len(peer.trace_s)
+    try:
+        for _ in range(steps):
+            cursor[0] = cursor[1] = 0
+            peer.activate()
+            lazy_tensor._dispatch, lazy_optim.adam_values = replaying, adam_replaying
+            try:
+                peer.step()
+            finally:
+                lazy_tensor._dispatch, lazy_optim.adam_values = real_dispatch, real_adam
+    except Exception as e:  # information only: a step the tape cannot answer
+        peer.extra["trace_floor_error"] = reason(e)
+        return None
+    floor = peer.trace_s[first:]
+    del peer.trace_s[first:]
+    return sorted(floor)[len(floor) // 2]
+
+
+def _values_of(out, lazy_type):
+    if type(out) is lazy_type:
+        return ("tensor", out.value)
+    if isinstance(out, (list, tuple)):
+        return (type(out), [_values_of(o, lazy_type) for o in out])
+    return ("other", out)
+
+
+def _rewrapped(taped, lazy_type):
+    kind, v = taped
+    if kind == "tensor":
+        return lazy_type(v)
+    if kind == "other":
+        return v
+    return kind(_rewrapped(t, lazy_type) for t in v)
+
+
 def dynamo_graphs() -> int:
     """Graphs dynamo has compiled in this process so far."""
     from torch._dynamo.utils import counters

@@ -14,7 +14,11 @@ One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
 2. the steady state: median of >= 10 interleaved samples after warm-up;
 3. untimed passes: one lazy step's ``lazyrt.metrics`` (graphs, kernel launches,
    fallbacks) and one step of eager and lazy under a dispatch mode that counts
-   aten ops, for the trace time per op.
+   aten ops, for the trace time per op;
+4. the trace floor: lazy steps replayed with every aten call answered from a tape
+   of the previous step's results (nothing lowered, nothing recorded), so what is
+   left is torch's own machinery under lazyrt's design. The line printed per model
+   says what the step would be if recording cost nothing.
 
 The issue's targets: lazyrt's step faster than eager and no slower than
 ``torch.compile``; the trace under 20% of the step.
@@ -120,6 +124,9 @@ def measure_model(case, repeats, quick, names) -> list[dict]:
         elif p.name == "torch.compile":
             p.extra["dynamo_graphs"] = TP.dynamo_graphs() - graphs_before
         p.extra["aten_ops"] = TP.count_aten_ops(p)
+    for p in runnable:  # last: the replayed steps leave stale values in the model
+        if p.name.startswith("lazyrt"):
+            p.extra["trace_floor_s"] = TP.trace_floor(p)
     return [_row(case, p, peers) for p in peers]
 
 
@@ -154,6 +161,14 @@ def _row(case, peer, peers) -> dict:
                    fallbacks=sum(c["fallbacks"].values()), fallback_ops=c["fallbacks"],
                    lazyrt_compiles=x["compiles"], lazyrt_compile_time_s=x["compile_time_s"],
                    disk_cache_hits=x["disk_cache_hits"])
+        floor_s = x.get("trace_floor_s")
+        if floor_s is not None:
+            # the step if recording cost nothing: its kernels and barriers stay
+            at_floor = x["median_s"] - trace_s + floor_s
+            row.update(floor_ms=floor_s * 1e3, floor_step_ms=at_floor * 1e3,
+                       floor_pct=100 * floor_s / at_floor,
+                       floor_vs_eager=at_floor * 1e3 / eager_ms if eager_ms else None,
+                       floor_vs_compile=at_floor * 1e3 / compile_ms if compile_ms else None)
     if "dynamo_graphs" in x:
         row["graphs"] = x["dynamo_graphs"]
     return row
@@ -165,6 +180,10 @@ def _compile_cell(r):
     if r.get("lazyrt_compiles") is not None:
         return f"{r['compile_s']:.3g} ({r['lazyrt_compiles']} cc)"
     return r["compile_s"]
+
+
+def _ratio(v):
+    return "n/a ×" if v is None else f"{v:.2f}×"
 
 
 def _trace_cell(r):
@@ -198,6 +217,13 @@ def print_results(rows) -> None:
                 "steady step (torch.compile: dynamo graphs). loss: the first 3 losses vs "
                 f"eager's, rtol {LOSS_RTOL:g}.")
     for r in rows:
+        if r.get("floor_ms") is not None:
+            report.console.print(
+                f"{r['model']}: {r['peer']} trace floor {r['floor_ms']:.3g} ms (the step "
+                f"replayed with nothing recorded: torch's machinery under lazyrt's design); "
+                f"at zero recording cost the step would be {r['floor_step_ms']:.3g} ms, "
+                f"{_ratio(r['floor_vs_eager'])} eager, {_ratio(r['floor_vs_compile'])} "
+                f"torch.compile, trace {r['floor_pct']:.0f}% of it")
         if r.get("fallback_ops"):
             report.console.print(f"[yellow]{r['model']}: {r['peer']} falls back on "
                                  f"{r['fallback_ops']} per step[/]")
