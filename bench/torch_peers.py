@@ -19,6 +19,7 @@ A builder that cannot run here returns a peer with ``error`` set (shown as
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -210,12 +211,16 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[float]:
         out = real_adam(*args, **kwargs)
         adam_tape.append(out)
         return out
+    @contextlib.contextmanager
+    def answering(dispatch, adam):
+        lazy_tensor._dispatch, lazy_optim.adam_values = dispatch, adam
+        try:
+            yield
+        finally:
+            lazy_tensor._dispatch, lazy_optim.adam_values = real_dispatch, real_adam
     peer.activate()
-    lazy_tensor._dispatch, lazy_optim.adam_values = recording, adam_recording
-    try:
+    with answering(recording, adam_recording):
         peer.step()
-    finally:
-        lazy_tensor._dispatch, lazy_optim.adam_values = real_dispatch, real_adam
     cursor = [0, 0]
 
     def replaying(func, args, kwargs):
@@ -232,11 +237,8 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[float]:
         for _ in range(steps):
             cursor[0] = cursor[1] = 0
             peer.activate()
-            lazy_tensor._dispatch, lazy_optim.adam_values = replaying, adam_replaying
-            try:
+            with answering(replaying, adam_replaying):
                 peer.step()
-            finally:
-                lazy_tensor._dispatch, lazy_optim.adam_values = real_dispatch, real_adam
     except Exception as e:  # information only: a step the tape cannot answer
         peer.extra["trace_floor_error"] = reason(e)
         return None
