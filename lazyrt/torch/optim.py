@@ -33,7 +33,7 @@ import importlib
 import torch
 
 from .fused_optim import adam_values
-from .tensor import LazyTensor, unwrap
+from .tensor import DEVICE, LazyTensor, unwrap
 
 #: (function name, the modules that look it up by their own global name)
 _DEVICE_LISTS = (
@@ -53,7 +53,7 @@ def _with_lazy(original):
 
 
 def _all_lazy(*lists) -> bool:
-    return all(t.device.type == "lazy" and not t.is_complex() for ts in lists for t in ts)
+    return all(t.device == DEVICE and not t.is_complex() for ts in lists for t in ts)
 
 
 def _assign(t, new_value):

@@ -107,7 +107,9 @@ def unwrap(t: torch.Tensor):
     if type(t) is LazyTensor:
         return t.value
     if torch._is_functional_tensor(t):
-        torch._sync(t)
+        # the C++ sync itself (torch._sync adds an import and a check for torch.compile's
+        # Python FunctionalTensor, which a lazy tensor never is)
+        torch._functionalize_sync(t)
         inner = torch._from_functional_tensor(t)
         if type(inner) is LazyTensor:
             return inner.value
