@@ -184,14 +184,17 @@ def lazyrt_step_counters(peer: StepPeer) -> dict:
     return out
 
 
-def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[float]:
-    """Median trace of a lazy step that records nothing: every aten call reaching
-    lazyrt's ``__torch_dispatch__`` from torch (and the Adam step's one-pass record)
-    is answered from a tape of the previous step's results, so no lowering runs and
-    nothing is recorded. What is left is torch's machinery under lazyrt's design
-    (the Python module code, autograd, functionalization, the subclass dispatch)
-    and one ``LazyTensor`` per result: the trace no recorder, however cheap, can go
-    below. Run last: the replayed steps write stale values into the model."""
+def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
+    """``(floor, trace)``: median traces of lazy steps that record nothing and of
+    real ones, alternated so both see the same machine.
+
+    In a floor step every aten call reaching lazyrt's ``__torch_dispatch__`` from
+    torch (and the Adam step's one-pass record) is answered from a tape of an
+    earlier step's results, so no lowering runs and nothing is recorded. What is
+    left is torch's machinery under lazyrt's design (the Python module code,
+    autograd, functionalization, the subclass dispatch) and one ``LazyTensor`` per
+    result: the trace no recorder, however cheap, can go below. Run last: the
+    replayed steps write stale values into the model."""
     if peer.error or not peer.name.startswith("lazyrt"):
         return None
     from lazyrt.torch import dispatch as lazy_dispatch
@@ -211,6 +214,7 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[float]:
         out = real_adam(*args, **kwargs)
         adam_tape.append(out)
         return out
+
     @contextlib.contextmanager
     def answering(dispatch, adam):
         lazy_tensor._dispatch, lazy_optim.adam_values = dispatch, adam
@@ -233,18 +237,22 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[float]:
         cursor[1] += 1
         return adam_tape[(cursor[1] - 1) % len(adam_tape)]
     first = len(peer.trace_s)
+    floor, real = [], []
     try:
         for _ in range(steps):
-            cursor[0] = cursor[1] = 0
             peer.activate()
+            peer.step()
+            real.append(peer.trace_s[-1])
+            cursor[0] = cursor[1] = 0
             with answering(replaying, adam_replaying):
                 peer.step()
+            floor.append(peer.trace_s[-1])
     except Exception as e:  # information only: a step the tape cannot answer
         peer.extra["trace_floor_error"] = reason(e)
         return None
-    floor = peer.trace_s[first:]
-    del peer.trace_s[first:]
-    return sorted(floor)[len(floor) // 2]
+    finally:
+        del peer.trace_s[first:]
+    return sorted(floor)[len(floor) // 2], sorted(real)[len(real) // 2]
 
 
 def _values_of(out, lazy_type):

@@ -16,9 +16,10 @@ One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
    fallbacks) and one step of eager and lazy under a dispatch mode that counts
    aten ops, for the trace time per op;
 4. the trace floor: lazy steps replayed with every aten call answered from a tape
-   of the previous step's results (nothing lowered, nothing recorded), so what is
-   left is torch's own machinery under lazyrt's design. The line printed per model
-   says what the step would be if recording cost nothing.
+   of an earlier step's results (nothing lowered, nothing recorded), alternated
+   with real steps, so what is left is torch's own machinery under lazyrt's
+   design. Its share of the trace, applied to the timed trace, gives the line
+   printed per model: what the step would be if recording cost nothing.
 
 The issue's targets: lazyrt's step faster than eager and no slower than
 ``torch.compile``; the trace under 20% of the step.
@@ -161,11 +162,15 @@ def _row(case, peer, peers) -> dict:
                    fallbacks=sum(c["fallbacks"].values()), fallback_ops=c["fallbacks"],
                    lazyrt_compiles=x["compiles"], lazyrt_compile_time_s=x["compile_time_s"],
                    disk_cache_hits=x["disk_cache_hits"])
-        floor_s = x.get("trace_floor_s")
-        if floor_s is not None:
-            # the step if recording cost nothing: its kernels and barriers stay
+        floor = x.get("trace_floor_s")
+        if floor is not None:
+            # floor and trace measured alternately (same machine state): the floor's
+            # share of the trace, applied to the timed trace; the step if recording cost
+            # nothing keeps its kernels and barriers
+            floor_s = trace_s * floor[0] / floor[1]
             at_floor = x["median_s"] - trace_s + floor_s
             row.update(floor_ms=floor_s * 1e3, floor_step_ms=at_floor * 1e3,
+                       floor_share_of_trace=floor[0] / floor[1],
                        floor_pct=100 * floor_s / at_floor,
                        floor_vs_eager=at_floor * 1e3 / eager_ms if eager_ms else None,
                        floor_vs_compile=at_floor * 1e3 / compile_ms if compile_ms else None)
@@ -219,8 +224,9 @@ def print_results(rows) -> None:
     for r in rows:
         if r.get("floor_ms") is not None:
             report.console.print(
-                f"{r['model']}: {r['peer']} trace floor {r['floor_ms']:.3g} ms (the step "
-                f"replayed with nothing recorded: torch's machinery under lazyrt's design); "
+                f"{r['model']}: {r['peer']} trace floor {r['floor_ms']:.3g} ms, "
+                f"{r['floor_share_of_trace']:.0%} of the trace (the step replayed with nothing "
+                f"recorded: torch's machinery under lazyrt's design); "
                 f"at zero recording cost the step would be {r['floor_step_ms']:.3g} ms, "
                 f"{_ratio(r['floor_vs_eager'])} eager, {_ratio(r['floor_vs_compile'])} "
                 f"torch.compile, trace {r['floor_pct']:.0f}% of it")

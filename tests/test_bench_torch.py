@@ -18,7 +18,8 @@ needs_c = pytest.mark.skipif("c" not in lr.available_backends(), reason="no C co
 
 LAZY_COLUMNS = {"ms", "vs_eager", "trace_ms", "trace_pct", "trace_us_per_op", "aten_ops",
                 "compile_s", "kernels", "graphs", "fallbacks", "fallback_ops", "check",
-                "losses", "samples_ms", "floor_ms", "floor_step_ms", "floor_pct"}
+                "losses", "samples_ms", "floor_ms", "floor_step_ms", "floor_pct",
+                "floor_share_of_trace"}
 
 
 def test_the_torch_suite_is_registered_and_in_all():
@@ -50,8 +51,8 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
         assert r["check"] == "ok", r["losses"]
         assert r["steady_compiles"] == 0 and r["kernels"] > 0 and r["graphs"] >= 1
         assert 0 < r["trace_ms"] <= r["ms"] * 1.5 and r["aten_ops"] > 10
-        # the replayed step records nothing: its trace is torch's part of the real one
-        assert 0 < r["floor_ms"] < r["trace_ms"] * 1.5 and 0 < r["floor_pct"] < 100
+        # measured, not judged: a replayed step ran and was timed
+        assert r["floor_ms"] > 0 and r["floor_step_ms"] > 0 and r["floor_share_of_trace"] > 0
         assert r["fallbacks"] == sum(r["fallback_ops"].values())
     for t in doc["targets"]:   # torch.compile was not timed: its target fails, unmeasured
         no_peer = t["target"] == "no slower than torch.compile"
