@@ -99,8 +99,9 @@ def shift(kind):
 
 def maxmin(kind):
     def lower(code, t, a, b):
-        if _is_float(code):
-            return f"lz_{kind}{'' if code == D.FLOAT64 else 'f'}({a}, {b})"
+        if _is_float(code):  # float16 keeps the first of equal operands (lazyrt_math.h)
+            suffix = {D.FLOAT64: "", D.FLOAT16: "16f"}.get(code, "f")
+            return f"lz_{kind}{suffix}({a}, {b})"
         cmp = ">" if kind == "max" else "<"
         return f"({a} {cmp} {b} ? {a} : {b})"
     return lower

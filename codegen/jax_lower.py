@@ -48,6 +48,15 @@ def fn(name):
     return lower
 
 
+def maxmin(name):
+    """``lzj.maximum``/``lzj.minimum``; on float16 the ``16`` variants, which keep the
+    first of equal operands as NumPy's half loop does."""
+    def lower(n, a, b):
+        return f"{name}{'16' if n.in_dtype == D.FLOAT16 else ''}({a}, {b})"
+    lower.arithmetic = True
+    return lower
+
+
 def exact(name):
     """As :func:`fn`, for ops exact in float16 (comparisons, sign, abs...)."""
     def lower(n, *args):

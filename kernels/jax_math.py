@@ -157,9 +157,19 @@ def right_shift(a, b):
 
 def _nan_or(wins, a, b):
     """``a`` where it ``wins`` against ``b`` or is NaN, else ``b``: np.maximum and
-    np.minimum as every lazyrt backend computes them, so equal operands give ``b``
-    (``maximum(0.0, -0.0)`` is -0.0 as in NumPy; XLA's max gives +0.0)."""
+    np.minimum as every lazyrt backend computes them. For float32/64 equal operands
+    give ``b`` (``maximum(0.0, -0.0)`` is -0.0 as in NumPy; XLA's max gives +0.0);
+    for float16 they give ``a`` (NumPy's half loop; :func:`maximum16`)."""
     return jnp.where(wins(a, b) | (a != a), a, b)
+
+
+def maximum16(a, b):
+    """np.maximum on float16 (computed in any float): the first of equal operands."""
+    return _nan_or(jnp.greater_equal, a, b)
+
+
+def minimum16(a, b):
+    return _nan_or(jnp.less_equal, a, b)
 
 
 def maximum(a, b):

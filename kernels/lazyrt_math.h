@@ -405,6 +405,11 @@ LZ__FLOAT_DIVMOD(double, f64, fmod, floor, copysign)
 
 static inline float lz_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline float lz_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+/* NumPy's float16 maximum/minimum keep the *first* operand of equal ones (its half
+ * loop; float32/64 keep the second, as x86's maxps does): maximum(-0.0, 0.0) is -0.0
+ * in float16, +0.0 in float32. */
+static inline float lz_max16f(float a, float b) { return (a >= b || a != a) ? a : b; }
+static inline float lz_min16f(float a, float b) { return (a <= b || a != a) ? a : b; }
 static inline double lz_max(double a, double b) { return (a > b || a != a) ? a : b; }
 static inline double lz_min(double a, double b) { return (a < b || a != a) ? a : b; }
 

@@ -37,6 +37,18 @@ def minimum(a, b):
 
 
 @triton.jit
+def maximum16(a, b):
+    """np.maximum on float16: the first of equal operands (NumPy's half loop), so
+    maximum(-0.0, 0.0) is -0.0; float32/64 keep the second."""
+    return tl.where((a >= b) | (a != a), a, b)
+
+
+@triton.jit
+def minimum16(a, b):
+    return tl.where((a <= b) | (a != a), a, b)
+
+
+@triton.jit
 def floordiv_int(a, b):
     """np.floor_divide for signed ints: floor, b == 0 -> 0, MIN // -1 wraps."""
     safe = tl.where((b == 0) | (b == -1), 1, b)

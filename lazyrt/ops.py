@@ -130,10 +130,10 @@ MOD = _b("mod", np.remainder, C.divmod_("mod"), T.divmod_("mod"), J.divmod_("mod
 POW = _b("pow", np.power, C.power, T.power, J.fn("jnp.power"),
          "x ** 2, 3, 0.5, 1 and -1 are rewritten before lowering (passes.specialize_pow)",
          cost=COSTLY)
-MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"), J.fn("lzj.maximum"),
-             "NaN propagates, as np.maximum")
-MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"), J.fn("lzj.minimum"),
-             "NaN propagates, as np.minimum")
+MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"), J.maxmin("lzj.maximum"),
+             "NaN propagates, as np.maximum; float16 keeps the first of equal operands")
+MINIMUM = _b("minimum", np.minimum, C.maxmin("min"), T.maxmin("minimum"), J.maxmin("lzj.minimum"),
+             "NaN propagates, as np.minimum; float16 keeps the first of equal operands")
 EQ = _b("eq", np.equal, C.infix("=="), T.infix("=="), J.exact("jnp.equal"))
 NE = _b("ne", np.not_equal, C.infix("!="), T.infix("!="), J.exact("jnp.not_equal"))
 LT = _b("lt", np.less, C.infix("<"), T.infix("<"), J.exact("jnp.less"))
