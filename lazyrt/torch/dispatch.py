@@ -35,6 +35,7 @@ from . import fused_optim as _fused_optim  # noqa: F401  (registers _fused_adam,
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
 from . import normalization as _normalization  # noqa: F401  (softmax, layer norm)
+from . import views as _views  # noqa: F401  (views, splits, scatters, cat)
 from .operands import check_devices
 from .random import RANDOM
 from .tensor import (LazyTensor, code_of, compute, count_materialization, from_cpu, site,

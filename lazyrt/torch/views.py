@@ -1,0 +1,189 @@
+"""View, split, scatter and concatenation lowerings (value semantics: torch's
+functionalization keeps the aliasing, so every view here is a ``*_copy``).
+
+The views functionalization replays most (``t``, ``transpose``, ``permute``,
+``unsqueeze``) record one node without the API's argument checks; bad
+arguments still reach the API's error. ``select_backward`` is an elementwise
+mask the planner fuses.
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from .. import _recorder as R
+from .. import _recorder_shapes as S
+from .. import ops as OPS
+from ..api import creation as C
+from ..api import pointwise as P
+from ..api import views as V
+from .lowerings import _dims_of_0d, _register
+from .operands import KIND, operand, promoted, value
+from .tensor import runtime_scalar
+
+aten = torch.ops.aten
+_PERMUTE = OPS.PERMUTE.id
+
+
+def _index_at(ndim, dim, item):
+    idx = [slice(None)] * ndim
+    idx[dim % ndim] = item
+    return tuple(idx)
+
+
+def _slice_item(length, start, end, step):
+    start = 0 if start is None else start
+    end = sys.maxsize if end is None else end
+    return slice(start, end, step)
+
+
+def _slice(a, dim=0, start=None, end=None, step=1):
+    x = value(a)
+    return S.getitem(x, _index_at(x.ndim, dim, _slice_item(x.shape[dim], start, end, step)))
+
+
+def _select(a, dim, index):
+    x = value(a)
+    n = x.shape[dim]
+    if not -n <= index < n:
+        raise IndexError(f"lazyrt.torch: select(): index {index} out of range for tensor of "
+                         f"size {tuple(x.shape)} at dimension {dim}")
+    return S.getitem(x, _index_at(x.ndim, dim, index))
+
+
+def _squeeze(a, dim=None):
+    x = value(a)
+    dims = range(x.ndim) if dim is None else (dim if isinstance(dim, (list, tuple)) else [dim])
+    keep = {d % max(x.ndim, 1) for d in dims if x.ndim and x.shape[d] == 1}
+    return S.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in keep))
+
+
+def _permuted(x, axes):
+    """``x`` with its axes reordered by ``axes`` (a permutation of ``range(x.ndim)``,
+    checked by the caller): one recorded node, none of the API's argument checks
+    (the view ops are most of what functionalization replays)."""
+    node = x._node
+    shape = node.shape
+    return R.wrap(R.record(_PERMUTE, node.dtype, tuple([shape[i] for i in axes]), (node,),
+                           (axes,)))
+
+
+def _t(a):
+    x = value(a)
+    return _permuted(x, (1, 0)) if x.ndim == 2 else P.astype(x, x.dtype)
+
+
+def _permute(a, dims):
+    x = value(a)
+    n = x.ndim
+    axes = tuple(d % n if -n <= d < n else d for d in dims) if n else tuple(dims)
+    if n and sorted(axes) == list(range(n)):
+        return _permuted(x, axes) if axes != tuple(range(n)) else R.wrap(x._node)
+    return V.permute(x, tuple(dims))  # raises the API's error
+
+
+def _unsqueeze(a, dim):
+    x = value(a)
+    n = x.ndim + 1
+    if not -n <= dim < n:
+        return V.unsqueeze(x, dim)  # raises the API's error
+    shape = list(x.shape)
+    shape.insert(dim % n, 1)
+    return S.reshape(x, tuple(shape))
+
+
+def _copies(*names):
+    out = []
+    for n in names:
+        for packet_name in (n, n + "_copy"):
+            packet = getattr(aten, packet_name, None)
+            if packet is not None:
+                out += [getattr(packet, o) for o in packet.overloads()
+                        if not o.endswith("out")]
+    return out
+
+
+_register(_copies("view", "_unsafe_view", "reshape"),
+          lambda a, shape: S.reshape(value(a), tuple(shape)))
+_register(_copies("permute"), _permute)
+_register(_copies("expand"), lambda a, size, *, implicit=False:
+          V.broadcast_to(value(a), tuple(size)))
+_register(_copies("slice"), _slice)
+_register([aten.select.int, aten.select_copy.int], _select)
+def _transpose(a, d0, d1):
+    x = value(a)
+    if _dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
+        return P.astype(x, x.dtype)
+    n = x.ndim
+    if -n <= d0 < n and -n <= d1 < n:
+        axes = list(range(n))
+        axes[d0], axes[d1] = axes[d1], axes[d0]
+        return _permuted(x, tuple(axes)) if d0 % n != d1 % n else R.wrap(x._node)
+    return V.swapaxes(x, d0, d1)  # raises the API's error
+
+
+_register([aten.transpose.int, aten.transpose_copy.int], _transpose)
+_register(_copies("t"), _t)
+_register(_copies("unsqueeze"), _unsqueeze)
+_register(_copies("squeeze"), _squeeze)
+
+
+def _split_sizes(a, sizes, dim=0):
+    x = value(a)
+    out, start = [], 0
+    for n in sizes:
+        out.append(S.getitem(x, _index_at(x.ndim, dim, slice(start, start + n))))
+        start += n
+    return out
+
+
+def _split(a, size, dim=0):
+    n = value(a).shape[dim]
+    sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
+    return _split_sizes(a, sizes, dim)
+
+
+_register(_copies("split_with_sizes"), _split_sizes)
+_register([aten.split.Tensor, aten.split_copy.Tensor], _split)
+_register([aten.unbind.int, aten.unbind_copy.int],
+          lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
+
+
+def _scatter_into(base, src, index):
+    out = P.astype(value(base), value(base).dtype)  # a new tensor: base keeps its value
+    V.setitem(out, index, operand(src, out._node.dtype))
+    return out
+
+
+def _select_backward(grad, input_sizes, dim, index):
+    """Zeros of ``input_sizes`` with ``grad`` at ``index`` along ``dim``, as a mask over
+    ``grad`` spread along ``dim``: elementwise, so the planner fuses it (and the sum of
+    the three of ``q, k, v = proj[0], proj[1], proj[2]``) instead of running a
+    scatter into zeros per select."""
+    g = value(grad)
+    sizes = tuple(input_sizes)
+    d = dim % len(sizes)
+    spread = V.broadcast_to(V.unsqueeze(g, d), sizes)
+    at = [1] * len(sizes)
+    at[d] = sizes[d]
+    mask = S.reshape(C.arange(sizes[d]) == index % sizes[d], tuple(at))
+    return S.where(mask, spread, runtime_scalar(0, g._node.dtype))
+
+
+_register([aten.select_backward.default], _select_backward)
+_register([aten.select_scatter.default], lambda a, src, dim, index:
+          _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
+_register([aten.slice_scatter.default], lambda a, src, dim=0, start=None, end=None, step=1:
+          _scatter_into(a, src, _index_at(value(a).ndim, dim, _slice_item(
+              value(a).shape[dim], start, end, step))))
+
+
+def _cat(tensors, dim=0):
+    # torch's legacy rule: 1-d empty tensors are skipped
+    kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)] or list(tensors)
+    comp, _ = promoted(KIND.NO_OPMATH, *kept)
+    return V.concat([operand(t, comp) for t in kept], dim)
+
+
+_register([aten.cat.default], _cat)
