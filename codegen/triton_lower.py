@@ -79,7 +79,7 @@ def maxmin(kind):
         if code == D.BOOL:
             return f"({a} | {b})" if kind == "maximum" else f"({a} & {b})"
         if _is_float(code):  # float16 keeps the first of equal operands (triton_math)
-            return f"lzm.{kind}{'16' if code == D.FLOAT16 else ''}({a}, {b})"
+            return f"lzm.{kind}({a}, {b}{', True' if code == D.FLOAT16 else ''})"
         return f"tl.where({a} {'>' if kind == 'maximum' else '<'} {b}, {a}, {b})"
     return lower
 

@@ -26,26 +26,19 @@ SINGLE_CONFIG = INTERPRETED or os.environ.get("LAZYRT_TRITON_AUTOTUNE") == "0"
 # --- NumPy-exact pieces (same code on every target) -------------------------
 
 @triton.jit
-def maximum(a, b):
-    """np.maximum: NaN in either operand wins."""
+def maximum(a, b, TIES_FIRST: tl.constexpr = False):
+    """np.maximum: NaN in either operand wins; of equal operands the second, or the
+    first with ``TIES_FIRST`` (float16: NumPy's half loop; maximum(-0.0, 0.0) is -0.0)."""
+    if TIES_FIRST:
+        return tl.where((a >= b) | (a != a), a, b)
     return tl.where((a > b) | (a != a), a, b)
 
 
 @triton.jit
-def minimum(a, b):
+def minimum(a, b, TIES_FIRST: tl.constexpr = False):
+    if TIES_FIRST:
+        return tl.where((a <= b) | (a != a), a, b)
     return tl.where((a < b) | (a != a), a, b)
-
-
-@triton.jit
-def maximum16(a, b):
-    """np.maximum on float16: the first of equal operands (NumPy's half loop), so
-    maximum(-0.0, 0.0) is -0.0; float32/64 keep the second."""
-    return tl.where((a >= b) | (a != a), a, b)
-
-
-@triton.jit
-def minimum16(a, b):
-    return tl.where((a <= b) | (a != a), a, b)
 
 
 @triton.jit
