@@ -155,7 +155,10 @@ def _row(case, peer, peers) -> dict:
            "samples_ms": [s * 1e3 for s in x["samples_s"]]}
     if "counters" in x:
         c, trace_s = x["counters"], x["trace_median_s"]
+        run_s = x["median_s"] - trace_s  # mark_step: kernels, and the barrier's own cost
         row.update(trace_ms=trace_s * 1e3, trace_pct=100 * trace_s / x["median_s"],
+                   run_ms=run_s * 1e3,
+                   run_vs_compile=run_s * 1e3 / compile_ms if compile_ms else None,
                    trace_us_per_op=trace_s * 1e6 / x["aten_ops"] if x.get("aten_ops") else None,
                    kernels=c["kernel_launches"], graphs=c["graphs_executed"],
                    ops_recorded=c["ops_recorded"], steady_compiles=c["compiles"],
@@ -229,7 +232,9 @@ def print_results(rows) -> None:
                 f"recorded: torch's machinery under lazyrt's design); "
                 f"at zero recording cost the step would be {r['floor_step_ms']:.3g} ms, "
                 f"{_ratio(r['floor_vs_eager'])} eager, {_ratio(r['floor_vs_compile'])} "
-                f"torch.compile, trace {r['floor_pct']:.0f}% of it")
+                f"torch.compile, trace {r['floor_pct']:.0f}% of it; mark_step alone (kernels "
+                f"and barrier) {r['run_ms']:.3g} ms, {_ratio(r['run_vs_compile'])} "
+                f"torch.compile's whole step")
         if r.get("fallback_ops"):
             report.console.print(f"[yellow]{r['model']}: {r['peer']} falls back on "
                                  f"{r['fallback_ops']} per step[/]")

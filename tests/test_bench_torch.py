@@ -51,6 +51,8 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
         assert r["check"] == "ok", r["losses"]
         assert r["steady_compiles"] == 0 and r["kernels"] > 0 and r["graphs"] >= 1
         assert 0 < r["trace_ms"] <= r["ms"] * 1.5 and r["aten_ops"] > 10
+        assert r["run_ms"] == pytest.approx(r["ms"] - r["trace_ms"])
+        assert r["run_vs_compile"] is None   # torch.compile was not timed
         # measured, not judged: a replayed step ran and was timed
         assert r["floor_ms"] > 0 and r["floor_step_ms"] > 0 and r["floor_share_of_trace"] > 0
         assert r["fallbacks"] == sum(r["fallback_ops"].values())
