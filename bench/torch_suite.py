@@ -94,14 +94,29 @@ def _check_losses(peers) -> None:
                 f"{eager.extra['losses']} (max relative error {max(errs):.3g})")
 
 
-def _sample_one_step(peer: timing.Peer) -> float:
-    """--quick: a sample without the warm-up call (a step is tens of ms: a
-    woken thread pool costs nothing next to it)."""
-    peer.activate()
-    t0 = time.perf_counter()
-    for _ in range(peer.number):
-        peer.fn()
-    return (time.perf_counter() - t0) / peer.number
+def _sampler(peers, warm: bool = True):
+    """One sample: a warm call (``--quick``: none; a step is tens of ms, a woken
+    thread pool costs nothing next to it), then the timed calls. lazyrt's trace is
+    kept for the timed steps only, as the step's median is: the warm call comes
+    right after the pause, and its trace is the slowest of the sample."""
+    traces = {p.name: p.trace_s for p in peers}
+    started = set()
+
+    def sample(peer: timing.Peer) -> float:
+        trace = traces[peer.name]
+        if peer.name not in started:  # what came before: warm-up, calls_for's probe
+            started.add(peer.name)
+            trace.clear()
+        peer.activate()
+        if warm:
+            kept = len(trace)
+            peer.fn()
+            del trace[kept:]
+        t0 = time.perf_counter()
+        for _ in range(peer.number):
+            peer.fn()
+        return (time.perf_counter() - t0) / peer.number
+    return sample
 
 
 def measure_model(case, repeats, quick, names) -> list[dict]:
@@ -116,7 +131,7 @@ def measure_model(case, repeats, quick, names) -> list[dict]:
     runnable = [p for p in peers if not p.error]
     timed = timing.interleaved([timing.Peer(p.name, p.step, p.activate) for p in runnable],
                                repeats, warmup=1 if quick else 2,
-                               sample=_sample_one_step if quick else None)
+                               sample=_sampler(runnable, warm=not quick))
     for p, t in zip(runnable, timed):
         p.extra.update(median_s=t.median_s, samples_s=t.samples)
         if p.name.startswith("lazyrt"):
