@@ -186,7 +186,8 @@ def lazyrt_step_counters(peer: StepPeer) -> dict:
 
 def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
     """``(floor, trace)``: median traces of lazy steps that record nothing and of
-    real ones, alternated so both see the same machine.
+    real ones, alternated so both see the same machine, each right after a real
+    step's kernels.
 
     In a floor step every aten call reaching lazyrt's ``__torch_dispatch__`` from
     torch (and the Adam step's one-pass record) is answered from a tape of an
@@ -240,7 +241,11 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
     floor, real = [], []
     try:
         for _ in range(steps):
+            # a floor step's mark_step has nothing to compute (its values come from
+            # the tape), so the step after it starts on warm caches: that one is not
+            # timed. Both timed steps follow a real step's kernels, as in training.
             peer.activate()
+            peer.step()
             peer.step()
             real.append(peer.trace_s[-1])
             cursor[0] = cursor[1] = 0
