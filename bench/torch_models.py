@@ -16,7 +16,7 @@ kernels do:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
@@ -65,6 +65,9 @@ class ModelCase:
     batch: Callable[[], tuple]
     loss: Callable
     note: str = ""
+    #: the same layers at tiny sizes: the same aten ops per step with next to no
+    #: compute, for what torch's own machinery costs per step (bench/torch_peers.py)
+    twin: Optional[Callable[[], "ModelCase"]] = None
 
 
 def _seeded(make, seed=0):
@@ -80,7 +83,8 @@ def _mlp_case(batch, n_in, hidden, n_out) -> ModelCase:
         return torch.randn(batch, n_in, generator=g), torch.randint(0, n_out, (batch,), generator=g)
     return ModelCase(f"MLP b{batch}", _seeded(lambda: MLP(n_in, hidden, n_out)), data,
                      F.cross_entropy,
-                     f"Linear {n_in}-{hidden}-{hidden}-{n_out}, ReLU, cross entropy")
+                     f"Linear {n_in}-{hidden}-{hidden}-{n_out}, ReLU, cross entropy",
+                     twin=lambda: _mlp_case(2, 8, 8, 4))
 
 
 def _encoder_case(batch, seq, vocab, d_model, heads, d_ff, layers) -> ModelCase:
@@ -92,7 +96,8 @@ def _encoder_case(batch, seq, vocab, d_model, heads, d_ff, layers) -> ModelCase:
                      _seeded(lambda: TinyEncoder(vocab, d_model, heads, d_ff, layers)), data,
                      token_loss,
                      f"Embedding({vocab}, {d_model}), {layers} TransformerEncoderLayer ({heads} "
-                     f"heads, ff {d_ff}, dropout 0), LayerNorm, Linear head, cross entropy")
+                     f"heads, ff {d_ff}, dropout 0), LayerNorm, Linear head, cross entropy",
+                     twin=lambda: _encoder_case(1, 4, 16, 2 * heads, heads, 16, layers))
 
 
 def model_cases(tiny: bool = False) -> list[ModelCase]:

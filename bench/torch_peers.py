@@ -260,6 +260,59 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
     return sorted(floor)[len(floor) // 2], sorted(real)[len(real) // 2]
 
 
+def cpp_floor(case: ModelCase, steps: int = 15) -> Optional[dict]:
+    """What torch's own machinery costs per step with C++ kernels and no Python
+    dispatch: ``case.twin`` (the same layers at tiny sizes, so the same aten ops
+    with next to no compute), on the CPU, timed in parts:
+
+    * forward and backward with every parameter and input wrapped in torch's C++
+      functionalization, as lazyrt's user tensors are;
+    * ``zero_grad`` and the optimizer step eager (lazyrt records Adam's step in one
+      pass, outside functionalization).
+
+    A lazy device whose whole per-op path is C++ (torch's LTC and PyTorch/XLA
+    work that way) would trace about this much per step; the rest of lazyrt's trace
+    is its Python path: ``__torch_dispatch__``, one ``LazyTensor`` per result, the
+    lowering and the recording."""
+    if case.twin is None:
+        return None
+    twin = case.twin()
+    try:
+        model = twin.build()
+        x, y = twin.batch()
+        opt = torch.optim.AdamW(model.parameters(), lr=LR)
+        functional = twin.build()
+        with torch.no_grad():
+            for m in functional.modules():
+                for k, p in list(m._parameters.items()):
+                    if p is not None:
+                        m._parameters[k] = torch.nn.Parameter(
+                            torch._to_functional_tensor(p.detach()), requires_grad=True)
+        fx, fy = torch._to_functional_tensor(x), torch._to_functional_tensor(y)
+        clock = time.perf_counter
+        optimizer, forward_backward = [], []
+        for i in range(steps + 3):
+            t0 = clock()
+            opt.zero_grad()
+            t1 = clock()
+            twin.loss(model(x), y).backward()
+            t2 = clock()
+            opt.step()
+            t3 = clock()
+            functional.zero_grad()
+            t4 = clock()
+            twin.loss(functional(fx), fy).backward()
+            t5 = clock()
+            if i >= 3:  # the first steps create the optimizer's state
+                optimizer.append(t1 - t0 + t3 - t2)
+                forward_backward.append(t5 - t4)
+    except Exception as e:  # information only
+        return {"error": reason(e)}
+    median = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+    return {"optimizer_s": median(optimizer), "functional_forward_backward_s":
+            median(forward_backward), "floor_s": median(optimizer) + median(forward_backward)}
+
+
 def _values_of(out, lazy_type):
     if type(out) is lazy_type:
         return ("tensor", out.value)

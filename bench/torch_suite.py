@@ -15,11 +15,15 @@ One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
 3. untimed passes: one lazy step's ``lazyrt.metrics`` (graphs, kernel launches,
    fallbacks) and one step of eager and lazy under a dispatch mode that counts
    aten ops, for the trace time per op;
-4. the trace floor: lazy steps replayed with every aten call answered from a tape
-   of an earlier step's results (nothing lowered, nothing recorded), alternated
-   with real steps, so what is left is torch's own machinery under lazyrt's
-   design. Its share of the trace, applied to the timed trace, gives the line
-   printed per model: what the step would be if recording cost nothing.
+4. two floors under the trace, each printed per model with the step it would give
+   (kernels kept). The *trace floor*: lazy steps replayed with every aten call
+   answered from a tape of an earlier step's results (nothing lowered, nothing
+   recorded), alternated with real steps: what is left is torch's machinery plus
+   lazyrt's Python dispatch path (``__torch_dispatch__``, one ``LazyTensor`` per
+   result), what no faster recorder alone can go below. The *C++ floor*
+   (``torch_peers.cpp_floor``): the same layers at tiny sizes on the CPU, forward
+   and backward through functionalization: torch's machinery with no Python per
+   op, about what a lazy device with an all-C++ per-op path would trace.
 
 The issue's targets: lazyrt's step faster than eager and no slower than
 ``torch.compile``; the trace under 20% of the step.
@@ -143,6 +147,7 @@ def measure_model(case, repeats, quick, names) -> list[dict]:
     for p in runnable:  # last: the replayed steps leave stale values in the model
         if p.name.startswith("lazyrt"):
             p.extra["trace_floor_s"] = TP.trace_floor(p)
+            p.extra["cpp_floor"] = TP.cpp_floor(case)
     return [_row(case, p, peers) for p in peers]
 
 
@@ -192,6 +197,18 @@ def _row(case, peer, peers) -> dict:
                        floor_pct=100 * floor_s / at_floor,
                        floor_vs_eager=at_floor * 1e3 / eager_ms if eager_ms else None,
                        floor_vs_compile=at_floor * 1e3 / compile_ms if compile_ms else None)
+        cpp = x.get("cpp_floor")
+        if cpp and "error" not in cpp:
+            # the step with the trace a C++ per-op path would have: kernels kept
+            at_cpp = x["median_s"] - trace_s + cpp["floor_s"]
+            row.update(cpp_floor_ms=cpp["floor_s"] * 1e3, cpp_floor_step_ms=at_cpp * 1e3,
+                       cpp_floor_pct=100 * cpp["floor_s"] / at_cpp,
+                       cpp_floor_vs_eager=at_cpp * 1e3 / eager_ms if eager_ms else None,
+                       cpp_floor_vs_compile=at_cpp * 1e3 / compile_ms if compile_ms else None,
+                       cpp_floor_parts_ms={k[:-2]: v * 1e3 for k, v in cpp.items()
+                                           if k != "floor_s"})
+        elif cpp:
+            row["cpp_floor_error"] = cpp["error"]
     if "dynamo_graphs" in x:
         row["graphs"] = x["dynamo_graphs"]
     return row
@@ -250,6 +267,14 @@ def print_results(rows) -> None:
                 f"torch.compile, trace {r['floor_pct']:.0f}% of it; mark_step alone (kernels "
                 f"and barrier) {r['run_ms']:.3g} ms, {_ratio(r['run_vs_compile'])} "
                 f"torch.compile's whole step")
+        if r.get("cpp_floor_ms") is not None:
+            report.console.print(
+                f"{r['model']}: torch's own machinery with C++ kernels {r['cpp_floor_ms']:.3g} "
+                f"ms per step (the same layers at tiny sizes on the CPU: functionalized forward "
+                f"and backward, eager optimizer; no Python dispatch); with that trace the step "
+                f"would be {r['cpp_floor_step_ms']:.3g} ms, {_ratio(r['cpp_floor_vs_eager'])} "
+                f"eager, {_ratio(r['cpp_floor_vs_compile'])} torch.compile, trace "
+                f"{r['cpp_floor_pct']:.0f}% of it")
         if r.get("fallback_ops"):
             report.console.print(f"[yellow]{r['model']}: {r['peer']} falls back on "
                                  f"{r['fallback_ops']} per step[/]")

@@ -55,6 +55,10 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
         assert r["run_vs_compile"] is None   # torch.compile was not timed
         # measured, not judged: a replayed step ran and was timed
         assert r["floor_ms"] > 0 and r["floor_step_ms"] > 0 and r["floor_share_of_trace"] > 0
+        parts = r["cpp_floor_parts_ms"]
+        assert r["cpp_floor_ms"] == pytest.approx(parts["optimizer"] +
+                                                  parts["functional_forward_backward"])
+        assert 0 < r["cpp_floor_ms"] and 0 < r["cpp_floor_pct"] < 100
         assert r["fallbacks"] == sum(r["fallback_ops"].values())
     for t in doc["targets"]:   # torch.compile was not timed: its target fails, unmeasured
         no_peer = t["target"] == "no slower than torch.compile"
