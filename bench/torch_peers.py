@@ -192,9 +192,10 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
     In a floor step every aten call reaching lazyrt's ``__torch_dispatch__`` from
     torch (and the Adam step's one-pass record) is answered from a tape of an
     earlier step's results, so no lowering runs and nothing is recorded. What is
-    left is torch's machinery under lazyrt's design (the Python module code,
-    autograd, functionalization, the subclass dispatch) and one ``LazyTensor`` per
-    result: the trace no recorder, however cheap, can go below. Run last: the
+    left is torch's machinery (the Python module code, autograd, functionalization)
+    and lazyrt's Python dispatch path (torch's call into ``__torch_dispatch__``, one
+    ``LazyTensor`` per result): the trace no recorder, however cheap, can go below
+    while the per-op path is Python (:func:`cpp_floor` measures torch's part alone). Run last: the
     replayed steps write stale values into the model."""
     if peer.error or not peer.name.startswith("lazyrt"):
         return None

@@ -261,7 +261,7 @@ def print_results(rows) -> None:
             report.console.print(
                 f"{r['model']}: {r['peer']} trace floor {r['floor_ms']:.3g} ms, "
                 f"{r['floor_share_of_trace']:.0%} of the trace (the step replayed with nothing "
-                f"recorded: torch's machinery under lazyrt's design); "
+                f"recorded: torch's machinery and lazyrt's Python dispatch path); "
                 f"at zero recording cost the step would be {r['floor_step_ms']:.3g} ms, "
                 f"{_ratio(r['floor_vs_eager'])} eager, {_ratio(r['floor_vs_compile'])} "
                 f"torch.compile, trace {r['floor_pct']:.0f}% of it; mark_step alone (kernels "
