@@ -62,10 +62,12 @@ class Peer:
         return median(self.samples)
 
 
-def _sample(peer: Peer) -> float:
-    """Seconds per call of one sample: a warm call, then ``peer.number`` timed calls."""
+def one_sample(peer: Peer, warm: bool = True) -> float:
+    """Seconds per call of one sample: a warm call (unless ``warm`` is false), then
+    ``peer.number`` timed calls."""
     peer.activate()
-    peer.fn()
+    if warm:
+        peer.fn()
     fn = peer.fn
     t0 = time.perf_counter()
     for _ in itertools.repeat(None, peer.number):
@@ -82,7 +84,7 @@ def interleaved(peers: list[Peer], repeats: int = MIN_REPEATS, warmup: int = 2,
     overrides the pause before each sample (single-threaded suites need less);
     ``sample`` replaces the wall-clock sampler (the GPU suite uses CUDA events).
     """
-    sample = sample or _sample
+    sample = sample or one_sample
     for peer in peers:
         peer.activate()
         for _ in range(warmup):

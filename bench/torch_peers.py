@@ -27,6 +27,7 @@ from typing import Callable, Optional
 import torch
 
 from bench.peers import reason
+from bench.timing import median
 from bench.torch_models import ModelCase
 
 LR = 1e-3
@@ -258,7 +259,7 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
         return None
     finally:
         del peer.trace_s[first:]
-    return sorted(floor)[len(floor) // 2], sorted(real)[len(real) // 2]
+    return median(floor), median(real)
 
 
 def cpp_floor(case: ModelCase, steps: int = 15) -> Optional[dict]:
@@ -309,9 +310,9 @@ def cpp_floor(case: ModelCase, steps: int = 15) -> Optional[dict]:
                 forward_backward.append(t5 - t4)
     except Exception as e:  # information only
         return {"error": reason(e)}
-    median = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-    return {"optimizer_s": median(optimizer), "functional_forward_backward_s":
-            median(forward_backward), "floor_s": median(optimizer) + median(forward_backward)}
+    parts = {"optimizer": median(optimizer),
+             "functional_forward_backward": median(forward_backward)}
+    return {"floor_s": sum(parts.values()), "parts_s": parts}
 
 
 def _values_of(out, lazy_type):

@@ -99,28 +99,21 @@ def _check_losses(peers) -> None:
 
 
 def _sampler(peers, warm: bool = True):
-    """One sample: a warm call (``--quick``: none; a step is tens of ms, a woken
-    thread pool costs nothing next to it), then the timed calls. lazyrt's trace is
-    kept for the timed steps only, as the step's median is: the warm call comes
-    right after the pause, and its trace is the slowest of the sample."""
+    """``(sample, timed_traces)``: :func:`timing.one_sample` (``--quick``: no warm
+    call; a step is tens of ms, a woken thread pool costs nothing next to it), and
+    per peer the traces of the steps it timed. The trace median is taken over those,
+    as the step median is: the warm call comes right after the pause, and its trace
+    is the slowest of the sample."""
     traces = {p.name: p.trace_s for p in peers}
-    started = set()
+    timed = {p.name: [] for p in peers}
 
     def sample(peer: timing.Peer) -> float:
         trace = traces[peer.name]
-        if peer.name not in started:  # what came before: warm-up, calls_for's probe
-            started.add(peer.name)
-            trace.clear()
-        peer.activate()
-        if warm:
-            kept = len(trace)
-            peer.fn()
-            del trace[kept:]
-        t0 = time.perf_counter()
-        for _ in range(peer.number):
-            peer.fn()
-        return (time.perf_counter() - t0) / peer.number
-    return sample
+        first = len(trace) + warm  # the warm call's trace comes first
+        seconds = timing.one_sample(peer, warm=warm)
+        timed[peer.name] += trace[first:]
+        return seconds
+    return sample, timed
 
 
 def measure_model(case, repeats, quick, names) -> list[dict]:
@@ -133,13 +126,13 @@ def measure_model(case, repeats, quick, names) -> list[dict]:
             _first_steps(p)
     _check_losses(peers)
     runnable = [p for p in peers if not p.error]
+    sample, timed_traces = _sampler(runnable, warm=not quick)
     timed = timing.interleaved([timing.Peer(p.name, p.step, p.activate) for p in runnable],
-                               repeats, warmup=1 if quick else 2,
-                               sample=_sampler(runnable, warm=not quick))
+                               repeats, warmup=1 if quick else 2, sample=sample)
     for p, t in zip(runnable, timed):
         p.extra.update(median_s=t.median_s, samples_s=t.samples)
         if p.name.startswith("lazyrt"):
-            p.extra["trace_median_s"] = timing.median(p.trace_s)
+            p.extra["trace_median_s"] = timing.median(timed_traces[p.name])
             p.extra["counters"] = TP.lazyrt_step_counters(p)
         elif p.name == "torch.compile":
             p.extra["dynamo_graphs"] = TP.dynamo_graphs() - graphs_before
@@ -149,6 +142,11 @@ def measure_model(case, repeats, quick, names) -> list[dict]:
             p.extra["trace_floor_s"] = TP.trace_floor(p)
             p.extra["cpp_floor"] = TP.cpp_floor(case)
     return [_row(case, p, peers) for p in peers]
+
+
+def _per(ms, ref_ms):
+    """``ms / ref_ms``, or None where the reference peer was not timed."""
+    return ms / ref_ms if ref_ms else None
 
 
 def _median_ms(peers, name):
@@ -166,8 +164,7 @@ def _row(case, peer, peers) -> dict:
     first = x["first_steps_s"]
     row = {"model": case.name, "peer": peer.name, "ms": ms,
            "best_ms": min(x["samples_s"]) * 1e3,     # the least disturbed sample
-           "vs_eager": ms / eager_ms if eager_ms else None,
-           "vs_compile": ms / compile_ms if compile_ms else None,
+           "vs_eager": _per(ms, eager_ms), "vs_compile": _per(ms, compile_ms),
            "compile_s": max(0.0, sum(first) - len(first) * x["median_s"]),
            "first_steps_s": first, "losses": x["losses"],
            "check": x.get("check", "ref" if peer.name == "torch eager" else None),
@@ -178,7 +175,7 @@ def _row(case, peer, peers) -> dict:
         run_s = x["median_s"] - trace_s  # mark_step: kernels, and the barrier's own cost
         row.update(trace_ms=trace_s * 1e3, trace_pct=100 * trace_s / x["median_s"],
                    run_ms=run_s * 1e3,
-                   run_vs_compile=run_s * 1e3 / compile_ms if compile_ms else None,
+                   run_vs_compile=_per(run_s * 1e3, compile_ms),
                    trace_us_per_op=trace_s * 1e6 / x["aten_ops"] if x.get("aten_ops") else None,
                    kernels=c["kernel_launches"], graphs=c["graphs_executed"],
                    ops_recorded=c["ops_recorded"], steady_compiles=c["compiles"],
@@ -195,18 +192,17 @@ def _row(case, peer, peers) -> dict:
             row.update(floor_ms=floor_s * 1e3, floor_step_ms=at_floor * 1e3,
                        floor_share_of_trace=floor[0] / floor[1],
                        floor_pct=100 * floor_s / at_floor,
-                       floor_vs_eager=at_floor * 1e3 / eager_ms if eager_ms else None,
-                       floor_vs_compile=at_floor * 1e3 / compile_ms if compile_ms else None)
+                       floor_vs_eager=_per(at_floor * 1e3, eager_ms),
+                       floor_vs_compile=_per(at_floor * 1e3, compile_ms))
         cpp = x.get("cpp_floor")
         if cpp and "error" not in cpp:
             # the step with the trace a C++ per-op path would have: kernels kept
             at_cpp = x["median_s"] - trace_s + cpp["floor_s"]
             row.update(cpp_floor_ms=cpp["floor_s"] * 1e3, cpp_floor_step_ms=at_cpp * 1e3,
                        cpp_floor_pct=100 * cpp["floor_s"] / at_cpp,
-                       cpp_floor_vs_eager=at_cpp * 1e3 / eager_ms if eager_ms else None,
-                       cpp_floor_vs_compile=at_cpp * 1e3 / compile_ms if compile_ms else None,
-                       cpp_floor_parts_ms={k[:-2]: v * 1e3 for k, v in cpp.items()
-                                           if k != "floor_s"})
+                       cpp_floor_vs_eager=_per(at_cpp * 1e3, eager_ms),
+                       cpp_floor_vs_compile=_per(at_cpp * 1e3, compile_ms),
+                       cpp_floor_parts_ms={k: v * 1e3 for k, v in cpp["parts_s"].items()})
         elif cpp:
             row["cpp_floor_error"] = cpp["error"]
     if "dynamo_graphs" in x:

@@ -94,11 +94,11 @@ def test_the_trace_median_counts_the_timed_steps_only(warm):
     peer = torch_peers.StepPeer("lazyrt-c", trace_s=[0.5, 0.5])  # warm-up steps before
     peer.step = lambda: (calls.append(1), peer.trace_s.append(0.001 * len(calls)))
     timed = timing.Peer("lazyrt-c", peer.step, number=3)
-    sample = torch_suite._sampler([peer], warm=warm)
+    sample, timed_traces = torch_suite._sampler([peer], warm=warm)
     sample(timed)
     sample(timed)
     # each sample: its warm call (dropped) and 3 timed steps (kept)
     per = 4 if warm else 3
     assert len(calls) == 2 * per
-    kept = [round(t * 1000) for t in peer.trace_s]
+    kept = [round(t * 1000) for t in timed_traces["lazyrt-c"]]
     assert kept == [n for n in range(1, 2 * per + 1) if not (warm and n % per == 1)]
