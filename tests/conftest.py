@@ -32,6 +32,11 @@ from hypothesis.extra import numpy as hnp
 
 import lazyrt as lr
 from lazyrt import _recorder, runtime
+from lazyrt.backends.jax import request_exact_cpu_math
+
+# Before any test starts JAX's CPU client (a bench peer, a test using jax.jit):
+# the jax backend's NumPy-equal rounding needs XLA's flag at that start.
+request_exact_cpu_math()
 
 # --- hypothesis --------------------------------------------------------------
 

@@ -126,6 +126,34 @@ def test_an_out_of_range_float_cast_to_a_small_int_keeps_the_low_bits_as_c_does(
             np.testing.assert_array_equal(lr.tensor(x).astype(to).numpy(), expected)
 
 
+def test_a_product_then_a_sum_rounds_twice_as_numpy():
+    """XLA:CPU would fuse it into one FMA; the backend caps the ISA (found by the fuzzer)."""
+    h = np.array([0, 6, -6, 3, -3, 9, 7, -12], np.int64)
+    expected = True - h * 0.3333333333333333
+    with lr.backend("jax"):
+        got = (True - lr.tensor(h) * 0.3333333333333333).numpy()
+        assert lr.backends.get("jax").fuses_multiply_add is False
+    np.testing.assert_array_equal(got, expected)
+    assert got[3] == 0.0                             # fused, it is 2**-54
+
+
+def test_a_jax_cpu_client_started_first_is_measured_and_warned_about():
+    script = ("import os, warnings\n"
+              "os.environ.pop('XLA_FLAGS', None)\n"
+              "import jax\n"
+              "jax.numpy.ones(2).block_until_ready()       # the user's JAX starts first\n"
+              "import lazyrt as lr\n"
+              "with warnings.catch_warnings(record=True) as caught:\n"
+              "    warnings.simplefilter('always')\n"
+              "    backend = lr.backends.get('jax')\n"
+              "print(backend.fuses_multiply_add, [str(w.message) for w in caught])\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("True ") and "fuses a*b+c into one rounding" in out.stdout
+
+
 def test_float64_and_int64_are_64_bit_without_changing_jax_config():
     before = jax.config.jax_enable_x64
     with lr.backend("jax"):

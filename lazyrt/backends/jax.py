@@ -12,6 +12,17 @@ literals. Every compile counts in ``metrics.compiles`` (one trace each).
 changing JAX's process-wide ``jax_enable_x64`` for the user's own JAX code:
 tracing, compiling and running happen inside ``jax.enable_x64(True)``.
 
+Rounding: XLA:CPU always lets LLVM fuse ``a * b + c`` into one FMA (one
+rounding, where NumPy and the other backends round the product and the sum
+each). No XLA flag turns contraction off by itself, but capping XLA:CPU's ISA
+at AVX, which has no FMA instructions, does (:data:`EXACT_CPU_FLAG`; the cost
+measured within noise on an AVX-512 host). The backend adds that flag to
+``$XLA_FLAGS`` before JAX's CPU client starts, unless the user's flags name
+``xla_cpu_max_isa`` already, and it is process-wide, so the user's own JAX code
+on the CPU rounds that way too. Whether it took (JAX's CPU client may have
+started earlier) is measured when the backend starts: ``fuses_multiply_add``,
+with a warning on the CPU. GPUs and TPUs contract as their compilers do.
+
 Devices: JAX's default device, or ``$LAZYRT_JAX_PLATFORM`` (``cpu``, ``gpu``,
 ``tpu``), checked when the backend starts. Results stay on that device between
 barriers (``device_values``): a computed tensor holds a ``jax.Array``, the next
@@ -49,6 +60,28 @@ from ..metrics import metrics
 from .base import Built, compile_graph, frozen
 
 PLATFORM_VARIABLE = "LAZYRT_JAX_PLATFORM"
+#: caps XLA:CPU at an ISA without FMA instructions, so ``a * b + c`` rounds twice
+EXACT_CPU_FLAG = "--xla_cpu_max_isa=AVX"
+
+
+def request_exact_cpu_math() -> None:
+    """Add :data:`EXACT_CPU_FLAG` to ``$XLA_FLAGS`` unless it names an ISA already.
+
+    Only edits the environment (JAX is not imported): XLA reads the flags when
+    JAX's CPU client starts, so this must run before that to take effect."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_max_isa" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {EXACT_CPU_FLAG}".strip()
+
+
+def _fuses_multiply_add(device) -> bool:
+    """Whether XLA contracts ``a * b - c`` on ``device``, measured.
+
+    In float32, 3 * fl(1/3) rounds to exactly 1, so twice-rounded ``a * b - 1`` is
+    0, while one fused rounding keeps the product's 2**-25 error."""
+    import jax
+    a, b, c = (jax.device_put(np.float32(v), device) for v in (3.0, 1.0 / 3.0, 1.0))
+    return float(jax.jit(lambda a, b, c: a * b - c)(a, b, c)) != 0.0
 
 
 def unavailable_reason() -> str:
@@ -168,6 +201,7 @@ class JaxBackend:
     device_values = True
 
     def __init__(self):
+        request_exact_cpu_math()
         import jax
         platform = os.environ.get(PLATFORM_VARIABLE)
         try:
@@ -176,6 +210,14 @@ class JaxBackend:
             raise BackendError(f"lazyrt: ${PLATFORM_VARIABLE}={platform!r}, but JAX has no "
                                f"such platform here: {exc}") from None
         self.device = self._device.platform
+        #: whether XLA fuses ``a * b + c`` into one rounding here (see the module doc)
+        self.fuses_multiply_add = _fuses_multiply_add(self._device)
+        if self.fuses_multiply_add and self.device == "cpu":
+            warnings.warn(
+                "lazyrt: the jax backend's XLA:CPU fuses a*b+c into one rounding, so its "
+                "results can differ from NumPy's in the last bits: JAX's CPU client started "
+                "before lazyrt's jax backend, or $XLA_FLAGS sets an xla_cpu_max_isa with FMA. "
+                f"Start the backend first or set XLA_FLAGS={EXACT_CPU_FLAG}", stacklevel=2)
 
     @staticmethod
     def owns(value) -> bool:
