@@ -10,6 +10,10 @@ against NumPy in float64 once before timing; a mismatch is printed in red and
 stays in the JSON. GB/s counts the minimal bytes (inputs read once, outputs
 written once); "% copy" compares with np.copyto into a reused buffer in the
 same run, the practical bandwidth ceiling.
+
+lazyrt-jax and plain ``jax.jit`` share JAX's CPU client, so both run under the
+ISA cap lazyrt's jax backend sets for NumPy's rounding (``--xla_cpu_max_isa=AVX``,
+see ``lazyrt.backends.jax``); ``XLA_FLAGS=--xla_cpu_max_isa=AVX512`` lifts it for both.
 """
 from __future__ import annotations
 
