@@ -286,6 +286,68 @@ def test_bad_arguments_fail_naming_the_function():
         PW.binary(ops.PHILOX.id, floats, floats)  # the op itself takes int64 only
 
 
+# --- integers ---------------------------------------------------------------------------
+
+def expected_integers(shape, low, high, seed, offset, dtype="int64") -> np.ndarray:
+    """The documented layout: r = (a >> 1) * 2^32 + b from words offset + 2i, + 1."""
+    w = stream_words(seed, offset, 2 * math.prod(shape))
+    r = ((w[0::2] >> np.uint64(1)) << np.uint64(32)) + w[1::2]
+    span = high - low
+    values = [low + (int(v) % span) for v in r]     # Python ints: no int64 overflow
+    return np.array(values, np.int64).reshape(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (5, 3), (2, 3, 5)], ids=str)
+@pytest.mark.parametrize("low,high,dtype", [
+    (0, 10, "int64"), (-5, 3, "int32"), (0, 2, "bool"), (0, 256, "uint8"), (3, 1000, "float32"),
+    (-2**62, 2**62, "int64"), (0, 2**63, "int64"), (-2**63, 0, "int64"), (0, 2**53 + 1, "float64")])
+def test_integers_give_the_documented_values_on_every_backend(backend, shape, low, high, dtype):
+    got = lr.random.integers(shape, low, high, seed=2024, offset=6, dtype=dtype).numpy()
+    assert got.dtype == np.dtype(dtype) and got.shape == shape
+    assert np.array_equal(got, expected_integers(shape, low, high, 2024, 6, dtype))
+
+
+def test_new_integer_bounds_change_values_and_compile_nothing(backend):
+    lr.random.integers((6, 4), 0, 10, seed=1).numpy()
+    before = lr.metrics.snapshot()["compiles"]
+    for low, high, seed in [(0, 10, 2), (5, 17, 1), (-3, 1000, 1), (0, 2**40 + 3, 9)]:
+        got = lr.random.integers((6, 4), low, high, seed=seed).numpy()
+        assert np.array_equal(got, expected_integers((6, 4), low, high, seed, 0))
+    assert lr.metrics.snapshot()["compiles"] == before
+    assert lr.random.words((6, 4), "int64") == 48
+
+
+def test_integers_are_uniform_over_small_and_large_spans():
+    n = 1 << 18
+    for low, high in [(0, 10), (-7, 6), (0, 1000)]:
+        x = lr.random.integers((n,), low, high, seed=11).numpy()
+        assert x.min() == low and x.max() == high - 1
+        counts = np.bincount(x - low, minlength=high - low)
+        expect = n / (high - low)
+        chi2 = float(((counts - expect) ** 2 / expect).sum())
+        dof = high - low - 1
+        assert chi2 < dof + 5 * math.sqrt(2 * dof)   # far past the 0.1% tail
+    # a span over 2^32: the value's high bits are uniform too
+    big = lr.random.integers((n,), 0, 3 * 2**40, seed=5).numpy()
+    top = np.bincount(big // 2**40, minlength=3)
+    assert abs(top - n / 3).max() < 5 * math.sqrt(n / 3)
+    u = (big / (3 * 2**40)).astype(np.float64)
+    assert _ks_uniform(u) < 1.95 / math.sqrt(n)
+
+
+def test_bad_integer_draws_fail_naming_the_function():
+    with pytest.raises(ValueError, match=r"random\.integers: needs low < high"):
+        lr.random.integers((2,), 5, 5, seed=1)
+    with pytest.raises(ValueError, match=r"high - low <= 2\^63"):
+        lr.random.integers((2,), -2**63, 2**63, seed=1)
+    with pytest.raises(ValueError, match=r"\[0, 300\) does not fit in uint8"):
+        lr.random.integers((2,), 0, 300, seed=1, dtype="uint8")
+    with pytest.raises(TypeError, match=r"random\.integers: high must be a Python int"):
+        lr.random.integers((2,), 0, 2.5, seed=1)
+    with pytest.raises(ValueError, match=r"random\.integers: offset -2 is outside"):
+        lr.random.integers((2,), 0, 3, seed=1, offset=-2)
+
+
 # --- the GPU target ---------------------------------------------------------------------
 
 @pytest.mark.skipif("triton" not in lr.available_backends(), reason="no triton backend")

@@ -121,6 +121,73 @@ def test_manual_seed_reproduces_a_lazy_run(torch_backend):
     assert torch.equal(a, b)
 
 
+INTEGER_DRAWS = {
+    "randint": lambda d, g: torch.randint(-3, 9, (40, 50), device=d, generator=g),
+    "randint float": lambda d, g: torch.randint(9, (40, 50), device=d, dtype=torch.float32,
+                                                generator=g),
+    "randint_like": lambda d, g: torch.randint_like(torch.ones(40, 50, dtype=torch.int32).to(d),
+                                                    2, 12, generator=g),
+    "random_ to": lambda d, g: torch.empty(40, 50, device=d, dtype=torch.uint8).random_(
+        200, generator=g),
+    "random_ bool": lambda d, g: torch.empty(40, 50, device=d, dtype=torch.bool).random_(
+        generator=g),
+    "random_ from": lambda d, g: torch.empty(40, 50, device=d, dtype=torch.int8).random_(
+        -128, None, generator=g),
+    "random_ int64": lambda d, g: torch.empty(40, 50, device=d, dtype=torch.int64).random_(
+        generator=g),
+    "random_ float16": lambda d, g: torch.empty(40, 50, device=d, dtype=torch.float16).random_(
+        generator=g),
+}
+
+
+@pytest.mark.parametrize("name", INTEGER_DRAWS)
+def test_integer_draws_are_philox_with_eagers_bounds_and_dtype(torch_backend, name):
+    draw = INTEGER_DRAWS[name]
+    lr.metrics.reset()
+    got = lt.to_cpu(draw("lazy", torch.Generator().manual_seed(5)))
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    want = draw("cpu", torch.Generator().manual_seed(5))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert not torch.equal(got, want)   # lazyrt's Philox, not torch's mt19937 fed in as data
+    if name == "random_ int64":      # [0, 2^63 - 1]: both draws spread over the top bits
+        assert got.min().item() >= 0 and (got >> 61).unique().numel() == 4
+    elif name == "random_ float16":  # [0, 2^11]
+        assert 0 <= got.min().item() and got.max().item() <= 2048 and got.unique().numel() > 600
+    else:  # 2000 draws of a small range reach both of eager's ends
+        assert (got.min().item(), got.max().item()) == (want.min().item(), want.max().item())
+    again = lt.to_cpu(draw("lazy", torch.Generator().manual_seed(5)))
+    other = lt.to_cpu(draw("lazy", torch.Generator().manual_seed(6)))
+    assert torch.equal(got, again) and not torch.equal(got, other)
+
+
+def test_integer_draws_reject_eagers_bad_bounds_with_eagers_words(torch_backend):
+    with pytest.raises(RuntimeError, match="'from' to be less than 'to', but got from=5 >= to=5"):
+        torch.empty(3, device="lazy").random_(5, 5)
+    with pytest.raises(RuntimeError, match=r"to - 1 is out of bounds for torch\.int8"):
+        torch.randint(0, 1000, (3,), dtype=torch.int8, device="lazy")
+    with pytest.raises(RuntimeError, match=r"from is out of bounds for torch\.uint8"):
+        torch.empty(3, dtype=torch.uint8, device="lazy").random_(-1, 5)
+
+
+def test_an_integer_span_over_2_63_is_drawn_by_torch(torch_backend):
+    lr.metrics.reset()
+    torch.manual_seed(4)
+    got = lt.to_cpu(torch.empty(6, dtype=torch.int64, device="lazy").random_(-2**63, None))
+    torch.manual_seed(4)
+    assert torch.equal(got, torch.empty(6, dtype=torch.int64).random_(-2**63, None))
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+
+
+def test_randint_in_a_loop_compiles_nothing_after_the_first_step(torch_backend):
+    x = torch.ones(8, 10).to("lazy")
+    for step in range(5):
+        if step == 2:
+            before = lr.metrics.snapshot()["compiles"]
+        keep = torch.randint(0, 10 + step, (8, 10), device="lazy") > 4   # new bounds each step
+        lt.to_cpu(x * keep)
+    assert lr.metrics.snapshot()["compiles"] == before
+
+
 def _dropout_mlp():
     torch.manual_seed(2)
     return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 4))
@@ -179,6 +246,8 @@ def test_eager_mask_mode_matches_eager_training_exactly(torch_backend):
     lambda d: torch.randn(4, 5, device=d), lambda d: torch.rand(3, device=d),
     lambda d: torch.rand(3, device=d, dtype=torch.float64),
     lambda d: torch.randint(0, 5, (6,), device=d), lambda d: torch.randint(7, (6,), device=d),
+    lambda d: torch.randint_like(torch.ones(2, 3).to(d), 2, 9),
+    lambda d: torch.empty(5, device=d, dtype=torch.int64).random_(),
     lambda d: torch.randn_like(torch.ones(2, 2).to(d)),
     lambda d: torch.empty(3, device=d).uniform_(2, 3),
     lambda d: torch.empty(3, device=d).normal_(2, 3),

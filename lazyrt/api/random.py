@@ -1,4 +1,5 @@
-"""Counter-based random numbers: ``lr.random.uniform``, ``normal`` and dropout masks.
+"""Counter-based random numbers: ``lr.random.uniform``, ``normal``, ``integers`` and
+dropout masks.
 
 Every value is a pure function of ``(seed, offset, element)``: Philox4x32-10
 (the op table's ``philox``, see :mod:`lazyrt.ops`) gives one stream of 32-bit
@@ -22,6 +23,9 @@ The layout, which every backend computes exactly:
   multiple of 2^-24 in [0, 1); element ``i`` of a float64 draw reads words
   ``a = offset + 2i`` and ``b = a + 1`` and is ``((a >> 5) * 2^26 + (b >> 6)) * 2^-53``,
   a multiple of 2^-53 in [0, 1).
+* Element ``i`` of an integer draw reads words ``a = offset + 2i`` and
+  ``b = a + 1``, makes the 63-bit ``r = (a >> 1) * 2^32 + b`` and is
+  ``low + r mod (high - low)``.
 
 >>> import lazyrt as lr
 >>> u = lr.random.uniform((2, 3), seed=7, offset=0)
@@ -42,8 +46,11 @@ from .. import ops
 from . import pointwise as P
 from .creation import _leaf, _shape_arg
 
-#: words of the stream one element of each dtype reads
+#: words of the stream one element of each dtype reads (an integer draw: 2, any dtype)
 _WORDS_PER_ELEMENT = {D.FLOAT32: 1, D.FLOAT64: 2}
+_INTEGER_WORDS = 2
+#: an integer draw's span (high - low) is at most this: r has 63 bits
+MAX_SPAN = 2**63
 #: draws with fewer words than this sum their element positions in int32
 NARROW_POSITIONS = 2**31
 
@@ -58,8 +65,11 @@ def _float_dtype(dtype, fn) -> int:
 
 def words(shape, dtype="float32", *, normal=False) -> int:
     """How many stream words a draw of ``shape`` reads: advance ``offset`` by this
-    (``n`` for float32, ``2n`` for float64, twice that for :func:`normal`)."""
+    (``n`` for float32, ``2n`` for float64, twice that for :func:`normal`, ``2n``
+    for :func:`integers` of any dtype)."""
     shape = _shape_arg(shape, "random.words")
+    if not normal and D.code_of(dtype) not in _WORDS_PER_ELEMENT:
+        return math.prod(shape) * _INTEGER_WORDS
     fn = "normal" if normal else "uniform"
     n = math.prod(shape) * _WORDS_PER_ELEMENT[_float_dtype(dtype, fn)]
     return 2 * n if normal else n
@@ -178,6 +188,48 @@ def normal(shape, *, seed, offset=0, dtype="float32"):
     u1 = uniform(shape, seed=seed, offset=offset, dtype=D.DTYPES[code])
     u2 = uniform(shape, seed=seed, offset=second, dtype=D.DTYPES[code])
     return P.sqrt(-2.0 * P.log(1.0 - u1)) * P.cos((2.0 * math.pi) * u2)
+
+
+def integers(shape, low, high, *, seed, offset=0, dtype="int64"):
+    """Integers uniform in [``low``, ``high``) of ``shape``, in ``dtype`` (any
+    numeric dtype or bool: torch's ``randint`` and ``random_`` give floats too).
+
+    Element ``i`` is ``low + r mod (high - low)`` with ``r`` a uniform 63-bit
+    integer from words ``offset + 2i`` and ``offset + 2i + 1`` (module docstring).
+    A power-of-two span is exactly uniform; any other span ``n`` favours some
+    values by at most ``n / 2^63`` of their probability (below 2^-31 for every
+    span up to 2^32). ``low`` and ``high`` are Python ints with
+    ``0 < high - low <= 2^63`` and are runtime scalars, as ``seed`` and ``offset``
+    are: new bounds reuse the compiled program (a span of exactly 2^63 has one
+    program of its own). Reads ``words(shape, dtype)``
+    words. The result is computed in int64 and cast to ``dtype``; an integer
+    ``dtype`` must hold ``low`` and ``high - 1``."""
+    shape = _shape_arg(shape, "random.integers")
+    code = D.code_of(dtype)
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, (int, np.integer)):
+            raise TypeError(f"lazyrt.random.integers: {name} must be a Python int, not "
+                            f"{type(bound).__name__}")
+    low, high = int(low), int(high)
+    if not 0 < high - low <= MAX_SPAN or not -2**63 <= low < high <= 2**63:
+        raise ValueError(f"lazyrt.random.integers: needs low < high, both in [-2^63, 2^63], "
+                         f"and high - low <= 2^63; got low={low}, high={high}")
+    if D.DTYPES[code].kind in "iub":
+        info = (0, 1) if code == D.BOOL else np.iinfo(D.DTYPES[code])
+        lo, hi = (info[0], info[1]) if code == D.BOOL else (int(info.min), int(info.max))
+        if low < lo or high - 1 > hi:
+            raise ValueError(f"lazyrt.random.integers: [{low}, {high}) does not fit in "
+                             f"{D.NAMES[code]} ([{lo}, {hi + 1}))")
+    seed = _counter(seed, "seed", "integers")
+    offset = _counter(offset, "offset", "integers")
+    pos = _positions(shape, offset, _INTEGER_WORDS)
+    a = _by_const(ops.RSHIFT, _word(seed, pos), 1)
+    b = _word(seed, _by_const(ops.ADD, pos, 1))
+    r = _by_const(ops.LSHIFT, a, 32) + b
+    if high - low < MAX_SPAN:  # a span of exactly 2^63 is r itself (one more program)
+        r = r % (high - low)
+    r = r + low
+    return r if code == D.INT64 else P.astype(r, D.DTYPES[code])
 
 
 def dropout_mask(shape, p, *, seed, offset=0):

@@ -15,7 +15,9 @@ each value on the CPU as eager would and it enters as data, so a lazy run
 matches eager torch exactly (dropout as eager's ``bernoulli_`` noise) — for
 parity tests; each draw is a new data leaf.
 
-Integer draws (``randint``, ``random_``) are always drawn by torch.
+Integer draws (``randint``, ``randint_like``, ``random_``) are
+``lazyrt.random.integers`` under Philox, with torch's bounds and its errors for
+bad ones; a span over 2^63 (``random_(-2**63)`` on int64) is drawn by torch.
 """
 from __future__ import annotations
 
@@ -132,6 +134,53 @@ def _philox_dropout(x, p):
     return LazyTensor(_cast(out, code)), LazyTensor(keep)
 
 
+#: binary digits of each floating dtype: random_ on it reaches at most 2^digits
+_DIGITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
+
+
+def _reachable(dtype) -> tuple:
+    """The [lowest, highest] values ``random_`` may draw in ``dtype`` (both included)."""
+    if dtype == torch.bool:
+        return 0, 1
+    if dtype in _DIGITS:
+        return -2 ** _DIGITS[dtype], 2 ** _DIGITS[dtype]
+    info = torch.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _integers(a, low, high, generator, dtype=None):
+    """``a.random_(low, high)`` or ``randint_like(a, low, high, dtype=dtype)``:
+    integers uniform in [low, high) of ``a``'s shape, ``high=None`` meaning the
+    dtype's highest value included; torch's checks and messages."""
+    dtype = dtype or a.dtype
+    lowest, highest = _reachable(dtype)
+    top = highest + 1 if high is None else high
+    if low >= top:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                           f"from={low} >= to={top}")
+    if low < lowest:
+        raise RuntimeError(f"from is out of bounds for {dtype}")
+    if top - 1 > highest:
+        raise RuntimeError(f"to - 1 is out of bounds for {dtype}")
+    if _eager[0] or top - low > Rn.MAX_SPAN:
+        return _drawn(a, lambda t: t.random_(low, high, generator=generator), dtype)
+    draw = Rn.integers(tuple(a.shape), low, top, seed=_seed(generator))
+    return LazyTensor(_cast(draw, code_of(dtype)))
+
+
+def _bound(value) -> int:
+    """A ``randint_like`` bound given as a number or a 0-d tensor (read: a barrier)."""
+    return int(value.item()) if isinstance(value, torch.Tensor) else int(value)
+
+
+def _randint_like(a, high, *, dtype=None, generator=None, **_ignored):
+    return _integers(a, 0, _bound(high), generator, dtype)
+
+
+def _randint_like_low(a, low, high, *, dtype=None, generator=None, **_ignored):
+    return _integers(a, _bound(low), _bound(high), generator, dtype)
+
+
 # --- the table dispatch consults ----------------------------------------------------------
 
 def _floating(dtype) -> bool:
@@ -223,10 +272,14 @@ RANDOM = {
     aten.rand_like.default: _rand_like,
     aten.randn_like.default: _randn_like,
     aten.native_dropout.default: _native_dropout,
-    aten.random.default: lambda a, *, generator=None:
-        _drawn(a, lambda t: t.random_(generator=generator)),
-    aten.random.to: lambda a, to, *, generator=None:
-        _drawn(a, lambda t: t.random_(to, generator=generator)),
+    aten.random.default: lambda a, *, generator=None: _integers(a, 0, None, generator),
+    aten.random.to: lambda a, to, *, generator=None: _integers(a, 0, to, generator),
     getattr(aten.random, "from"): lambda a, low, high=None, *, generator=None:
-        _drawn(a, lambda t: t.random_(low, high, generator=generator)),
+        _integers(a, low, high, generator),
+    aten.randint_like.default: _randint_like,
+    aten.randint_like.generator: _randint_like,
+    aten.randint_like.Tensor: _randint_like,
+    aten.randint_like.Tensor_generator: _randint_like,
+    aten.randint_like.low_dtype: _randint_like_low,
+    aten.randint_like.low_generator_dtype: _randint_like_low,
 }
