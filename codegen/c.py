@@ -51,6 +51,11 @@ static inline int64_t lz_ipow(int64_t a, int64_t b) {
     while (b) { if (b & 1) r *= x; x *= x; b >>= 1; }
     return (int64_t)r;
 }
+/* a gathered index: from the end when negative (if allowed), clamped into [0, n) */
+static inline int64_t lz_gidx(int64_t i, int64_t n, int negative) {
+    if (negative && i < 0) i += n;
+    return i < 0 ? 0 : (i >= n ? n - 1 : i);
+}
 """
 
 
@@ -74,9 +79,15 @@ def _symbol(spec: KernelSpec) -> str:
                   [(i.dtype, i.index.offset != 0, tuple(st if st in (0, 1) else 2
                                                         for st in i.index.strides))
                    for i in spec.inputs + spec.outputs],
-                  spec.scalars, [(str(b.op), b.dtype, b.args, repr(b.attr), b.acc)
+                  spec.scalars, [(str(b.op), b.dtype, b.args, repr(_shape_free(b)), b.acc)
                                  for b in spec.body]))
     return f"{label[:60]}_{hashlib.sha1(shape.encode()).hexdigest()[:10]}"
+
+
+def _shape_free(st):
+    """A statement's attr without what the source reads at run time (a gather's
+    stride, size and shapes), so kernels that differ only there share a binary."""
+    return (st.attr[0], st.attr[3]) if st.op == "gather" else st.attr
 
 
 def emit_c(spec: KernelSpec) -> CKernel:
@@ -95,6 +106,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         self.elem, self.stage = self.layout.elem, self.layout.stage
         self.row_done: set[int] = set()
         self.cached: list[int] = []
+        self.gathers: dict[int, tuple] = {}  # gather statement -> its (stride, size) args
 
     # -- small pieces --
     def arg(self, value: int) -> str:
@@ -136,6 +148,14 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         t = ComputeType(_COMPUTE_T[st.dtype], st.dtype)
         if st.op == "load":
             return f"({t})in{st.attr}[{self.index(f'in{st.attr}', self.s.inputs[st.attr].index)}]"
+        if st.op == "gather":
+            k, stride, size, negative = st.attr[:4]
+            if sid not in self.gathers:
+                self.gathers[sid] = (self.arg(stride), self.arg(size))
+            g_stride, g_size = self.gathers[sid]
+            at = self.index(f"in{k}", self.s.inputs[k].index)
+            return (f"({t})in{k}[{at} + lz_gidx((int64_t){self.var(st.args[0])}, {g_size}, "
+                    f"{int(negative)}) * {g_stride}]")
         if st.op == "scalar":
             return f"s{st.attr}"
         if st.op == "const":

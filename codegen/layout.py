@@ -75,9 +75,9 @@ def kernel_layout(spec: KernelSpec) -> KernelLayout:
     n = len(spec.body)
     elem, stage = [False] * n, [0] * n
     for st in spec.body:
-        if st.op == "load":
-            strides = spec.inputs[st.attr].index.strides
-            elem[st.id] = any(strides[a] != 0 for a in red)
+        if st.op in ("load", "gather"):  # a gather also varies with its loaded index
+            strides = spec.inputs[st.attr if st.op == "load" else st.attr[0]].index.strides
+            elem[st.id] = any(strides[a] != 0 for a in red) or any(elem[a] for a in st.args)
         elif st.op in ("scalar", "const"):
             pass
         elif st.op == "reduce" and red:

@@ -35,9 +35,13 @@ cdef class KernelLaunch:
     cdef int *scalar_slots
     cdef readonly str name
     cdef object library        # keeps the shared object loaded
+    #: None, or called with the program's buffers before each call (a fused
+    #: gather's index range check: it raises before the kernel reads anything)
+    cdef public object check
 
     def __cinit__(self, str name, uintptr_t address, buffers, iargs, scalar_slots, library):
         self.name = name
+        self.check = None
         self.fn = <kernel_fn>address
         self.library = library
         self.nbuf = len(buffers)
@@ -66,6 +70,8 @@ cdef class KernelLaunch:
         self._call(bufs, <const int64_t *>&scalars[0])
 
     cdef _call(self, list bufs, const int64_t *words):
+        if self.check is not None:
+            self.check(bufs)
         cdef char *stack_ptrs[32]
         cdef int64_t stack_fa[32]
         cdef char **ptrs = stack_ptrs

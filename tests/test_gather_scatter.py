@@ -294,11 +294,15 @@ def test_compiled_backends_run_gather_and_scatter_as_generated_kernels(backend):
         + lr.asarray(pos)
     assert_matches(out, np.take_along_axis(w, idx, axis=0) * scale + pos)
     record = lr.debug.last_record()
-    gathers = [k for k in record.kernels if k.ops == ("gather",)]
-    assert len(gathers) == 1 and gathers[0].language == backend, record.kernels
-    assert "gather" in gathers[0].source and gathers[0].bytes_moved > 0
-    # the pointwise consumers fuse with each other (one kernel), not into the gather
-    assert len(record.kernels) == 2, kernel_names()
+    if backend == "c":  # the gather fuses into its consumers: one kernel
+        (kernel,) = record.kernels
+        assert kernel.ops == ("gather", "mul", "add") and "lz_gidx(" in kernel.source
+        assert kernel.bytes_moved >= (6 * 4 * 3 + 4) * 4 + 6 * 8  # w rows, pos, out; idx
+    else:  # triton: the gather is a kernel of its own, its consumers fuse with each other
+        gathers = [k for k in record.kernels if k.ops == ("gather",)]
+        assert len(gathers) == 1 and gathers[0].language == backend, record.kernels
+        assert "gather" in gathers[0].source and gathers[0].bytes_moved > 0
+        assert len(record.kernels) == 2, kernel_names()
     got = lr.index_add(lr.zeros((10, 4), dtype=lr.float32), lr.asarray(idx.reshape(-1)), out)
     got.numpy()
     assert any(k.ops == ("scatter_add",) and k.language == backend
@@ -306,6 +310,108 @@ def test_compiled_backends_run_gather_and_scatter_as_generated_kernels(backend):
     want = np.zeros((10, 4), np.float32)
     np.add.at(want, idx.reshape(-1), np.take_along_axis(w, idx, axis=0) * scale + pos)
     assert_matches(got, want)
+
+
+# --- a gather fused into the kernels that use it (the c backend) ------------------------
+
+def _c_kernels(out, want):
+    """Compute ``out`` on the c backend, check it against ``want``; its kernels."""
+    with lr.backend("c"):
+        assert_matches(out, want)
+        return lr.debug.last_record().kernels
+
+
+def test_embedding_plus_position_then_layer_norm_is_one_c_kernel():
+    table, pos = data((50, 16), np.float32), data((8, 16), np.float32)
+    tokens = indices((8, 1), 50, negative=False)
+    g = lr.take_along_axis(lr.asarray(table), lr.asarray(tokens), axis=0) + lr.asarray(pos)
+    mean = lr.mean(g, axis=-1, keepdims=True)
+    var = lr.mean((g - mean) ** 2, axis=-1, keepdims=True)
+    out = (g - mean) / lr.sqrt(var + 1e-5)
+    h = np.take_along_axis(table, tokens, axis=0) + pos
+    m = h.mean(-1, keepdims=True)
+    want = (h - m) / np.sqrt(((h - m) ** 2).mean(-1, keepdims=True) + np.float32(1e-5))
+    with lr.backend("c"):
+        got = out.numpy()
+        (kernel,) = lr.debug.last_record().kernels
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert kernel.ops[0] == "gather" and "sum" in kernel.ops
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32, np.bool_], ids=str)
+def test_a_fused_gather_reads_any_dtype_at_negative_and_broadcast_indices(dtype, index_dtype):
+    src = data((7, 5), dtype)
+    idx = indices((4, 1), 7, index_dtype)          # broadcast along axis 1, negatives too
+    got = lr.take_along_axis(lr.asarray(src), lr.asarray(idx), axis=0)
+    kernels = _c_kernels(lr.where(got == got, got, got),
+                         np.take_along_axis(src, np.broadcast_to(idx, (4, 5)), axis=0))
+    assert [k.ops[0] for k in kernels] == ["gather"]
+
+
+def test_a_fused_gather_along_a_later_axis_of_a_transposed_source_seen_transposed():
+    src = data((6, 9), np.float32)
+    t = lr.asarray(src).T                          # (9, 6), strided
+    idx = indices((9, 4), 6)
+    g = lr.take_along_axis(t, lr.asarray(idx), axis=1)   # (9, 4)
+    want = np.take_along_axis(src.T, idx, axis=1)
+    kernels = _c_kernels(g.T * 2.0 + 1.0, want.T * np.float32(2) + np.float32(1))
+    assert len(kernels) == 1 and kernels[0].ops[0] == "gather"
+    assert _c_kernels(lr.sum(lr.take_along_axis(t, lr.asarray(idx), axis=1), axis=0),
+                      want.sum(0))[0].ops[0] == "gather"
+
+
+def test_a_gather_that_two_kernels_use_is_read_in_each():
+    src, idx = data((10, 3), np.float32), indices((5, 3), 10)
+    g = lr.take_along_axis(lr.asarray(src), lr.asarray(idx), axis=0)
+    a, b = lr.sum(g, axis=0), g * 3.0
+    want_g = np.take_along_axis(src, idx, axis=0)
+    with lr.backend("c"):
+        lr.sync(a, b)
+        assert_matches(a, want_g.sum(0))
+        assert_matches(b, want_g * np.float32(3))
+        kernels = lr.debug.last_record().kernels
+    assert sum(k.ops.count("gather") for k in kernels) == 2 and len(kernels) == 2
+
+
+def test_a_scan_of_a_gather_stores_the_gather_first():
+    src, idx = data((8, 4), np.float32), indices((6, 4), 8)
+    want = np.cumsum(np.take_along_axis(src, idx, axis=0), axis=0)
+    kernels = _c_kernels(lr.cumulative_sum(
+        lr.take_along_axis(lr.asarray(src), lr.asarray(idx), axis=0), axis=0), want)
+    assert [k.ops[0] for k in kernels] == ["gather", "cumsum"]
+
+
+def test_a_fused_gathers_bad_index_raises_naming_the_op_and_its_range():
+    src = lr.asarray(data((5, 2), np.float32))
+    with lr.backend("c"):
+        good = lr.take_along_axis(src, lr.asarray(np.array([[1], [4]])), axis=0) + 1.0
+        good.numpy()
+        bad = lr.take_along_axis(src, lr.asarray(np.array([[1], [5]])), axis=0) + 1.0
+        with pytest.raises(IndexError, match=r"take_along_axis: index 5 is out of range for "
+                                              r"axis 0 of size 5 .* \[-5, 5\)"):
+            bad.numpy()
+        bad._node = good._node                     # nothing left pending
+        neg = lr.take_along_axis(src, lr.asarray(np.array([[-6]])), axis=0) * 2.0
+        with pytest.raises(IndexError, match="index -6 is out of range"):
+            neg.numpy()
+        neg._node = good._node
+
+
+def test_only_a_backend_whose_kernels_gather_fuses_it():
+    from lazyrt._capture import capture
+    from lazyrt.graph import Graph
+    from lazyrt.planner import Capabilities, OpaqueStep, plan
+    computed = lr.asarray(indices((4, 3), 6)) % 6   # indices a kernel computes are stored
+    g = lr.take_along_axis(lr.asarray(data((6, 3), np.float32)), computed, axis=0) + 1.0
+    graph = Graph.from_capture(capture([g._node]))
+    opaque = plan(graph)                           # Triton's and the default capabilities
+    assert [s.kind for s in opaque.steps if isinstance(s, OpaqueStep)] == ["gather"]
+    fused = plan(graph, Capabilities(gather_in_kernels=True))
+    assert not any(isinstance(s, OpaqueStep) for s in fused.steps)
+    assert [[st.op for st in k.body].count("gather") for k in fused.kernels] == [0, 1]
+    assert any("indices of a gather" in why for _, why in fused.unfused)
+    lr.sync()
 
 
 def test_a_new_batch_size_reuses_the_compiled_gather(backend):

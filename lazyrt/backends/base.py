@@ -134,6 +134,8 @@ def spec_ops(spec) -> tuple:
             out.append(str(st.attr))
         elif st.op == "scan":  # attr = (the op table's scan, include_initial)
             out.append(str(st.attr[0]))
+        elif st.op == "gather":  # a fused gather: its source read at loaded indices
+            out.append("gather")
         elif not isinstance(st.op, str):
             out.append(st.op.name)
     return tuple(out)

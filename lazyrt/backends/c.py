@@ -1,8 +1,9 @@
 """The ``c`` backend: plan -> C kernels -> shared objects -> launches.
 
 A program is the planner's steps bound to runnable pieces: generated
-kernels (compiled once per source, cached on disk by :mod:`.c_compiler`),
-BLAS matmuls (NumPy's OpenBLAS on lazyrt's own OpenMP threads, see
+kernels (compiled once per source, cached on disk by :mod:`.c_compiler`;
+a gather runs inside the kernels that use it, its indices range-checked by
+the launch first), BLAS matmuls (NumPy's OpenBLAS on lazyrt's own OpenMP threads, see
 :mod:`.c_gemm`; ``np.matmul`` for what BLAS cannot take) and the opaque
 movement ops (NumPy). Scratch buffers are allocated once per program and
 reused across runs; outputs come from the size-bucketed pool in
@@ -23,6 +24,7 @@ from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
 from ..planner import Capabilities, KernelStep, MatmulStep, plan
+from ..planner.kernel_ir import gather_checks
 from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
 from .c_compiler import CCompiler
@@ -133,7 +135,8 @@ class CBackend:
     def compile(self, graph):
         the_plan, launches, record = compile_graph(
             self, graph,
-            lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS")),
+            lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
+                                           gather_in_kernels=True)),
             self._build)
         return CProgram(the_plan, launches, record)
 
@@ -143,6 +146,9 @@ class CBackend:
             ck = emit_c(step.spec)
             launch, outcome = self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
                                            ck.iargs, ck.scalar_params)
+            checks = gather_checks(step.spec)
+            if checks:
+                launch.check = gather_scatter.FusedGatherCheck(step.spec, checks)
             return Built(launch, ck.name, spec_ops(step.spec), step.spec.comment, ck.source,
                          "c", outcome, step.spec.bytes_moved(),
                          log=self.compiler.build_log(ck.symbol, ck.source))

@@ -1,4 +1,5 @@
-"""The C and Triton backends' launches of ``gather`` and ``scatter_add`` steps.
+"""The C and Triton backends' launches of ``gather`` and ``scatter_add`` steps, and
+the range check of a gather the C backend fuses into a kernel (:class:`FusedGatherCheck`).
 
 A plan holds these ops as opaque steps (``lazyrt/backends/host.py`` kinds); the
 compiled backends run each as its own generated kernel (``codegen/c_gather.py``,
@@ -36,23 +37,46 @@ def _distinct_shape(spec) -> tuple:
     return tuple(1 if s == 0 else d for d, s in zip(spec.shape, spec.index_strides))
 
 
-def check_indices_numpy(spec, flat):
-    """Raise IndexError when an index in the flat index buffer ``flat`` is out of range."""
-    shape = _distinct_shape(spec)
-    if 0 in spec.shape or not shape:
+def _raise_if_outside(flat, offset, shape, strides, bounds, message):
+    """Raise IndexError(``message(index)``) when an element of the strided view of
+    the flat index buffer ``flat`` lies outside ``bounds`` = [low, high)."""
+    if 0 in shape or not flat.size:
         return
     view = np.lib.stride_tricks.as_strided(
-        flat[spec.index_offset:], shape, tuple(s * flat.itemsize for s in spec.index_strides),
-        writeable=False)
-    _raise_if_outside(spec, int(view.min()), int(view.max()))
-
-
-def _raise_if_outside(spec, lo, hi):
-    low, high = index_bounds(spec)
+        flat[offset:], shape, tuple(s * flat.itemsize for s in strides), writeable=False)
+    lo, hi = int(view.min()), int(view.max())
+    low, high = bounds
     if lo < low:
-        raise IndexError(out_of_range_message(spec, lo))
+        raise IndexError(message(lo))
     if hi >= high:
-        raise IndexError(out_of_range_message(spec, hi))
+        raise IndexError(message(hi))
+
+
+def check_indices_numpy(spec, flat):
+    """Raise IndexError when an index in the flat index buffer ``flat`` is out of range."""
+    if spec.shape:
+        _raise_if_outside(flat, spec.index_offset, _distinct_shape(spec), spec.index_strides,
+                          index_bounds(spec), lambda bad: out_of_range_message(spec, bad))
+
+
+class FusedGatherCheck:
+    """The range check of a kernel's fused gathers (``gather`` statements), run by
+    its launch before each call: each index input is read over the kernel's
+    domain, its broadcast axes once, and one out of range raises IndexError."""
+
+    def __init__(self, spec, checks):
+        self.views = []
+        for c in checks:
+            index = spec.inputs[c.index]
+            shape = tuple(1 if st == 0 else d for d, st in zip(spec.domain, index.index.strides))
+            if 0 in spec.domain:
+                shape = (0,)  # an empty kernel reads no index
+            self.views.append((index.buffer, index.index.offset, shape, index.index.strides, c))
+
+    def __call__(self, bufs):
+        for buffer, offset, shape, strides, check in self.views:
+            _raise_if_outside(bufs[buffer].reshape(-1), offset, shape, strides, check.bounds,
+                              check.message)
 
 
 class CGatherScatter:

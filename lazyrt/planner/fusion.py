@@ -13,7 +13,10 @@ Everything else is fused:
   consumers that broadcast its result back over the reduced axes, so row
   softmax, layer norm and ``x - x.mean(axis)`` are one kernel each;
 * a scan (cumsum) fuses with its pointwise producers; its result is stored
-  and its consumers read it from memory.
+  and its consumers read it from memory;
+* where the backend's kernels can (``Capabilities.gather_in_kernels``), a
+  gather fuses into the kernels that use it: they load its indices and read
+  its source at them (both stored, the indices range-checked before the launch).
 
 Legality lives in :class:`KernelBuilder` (an illegal fusion raises
 :class:`Replan` naming the node to realize and why) and in the backend's
@@ -79,8 +82,6 @@ class _Recompute(Exception):
         self.stored = stored
 
 
-_BOUNDARY_KINDS = (ops.MATMUL, ops.OPAQUE)
-
 
 def plan(graph, capabilities: Capabilities = Capabilities(),
          policy: FusionPolicy | None = None) -> Plan:
@@ -127,17 +128,25 @@ class _Planner:
                     "a pointwise consumer may run in its epilogue"
                     if capabilities.matmul_epilogue else "its epilogue fuses into the next kernel"))
                 operand = f"operand of matmul: {engine} reads it from memory"
-            elif n.op.kind == ops.OPAQUE:
+            elif self.opaque(n):
                 self.must[i] = (LEGALITY, f"{n.op.name} runs outside generated kernels")
                 operand = f"operand of {n.op.name}, which runs on the host"
+            elif n.op is ops.GATHER:  # fused: kernels load its source at loaded indices
+                operand = ("source of a gather: kernels read it at the indices they load",
+                           "indices of a gather: their range is checked before the kernel runs")
             else:
                 continue
-            for j in n.inputs:
+            for j, why in zip(n.inputs, (operand,) * 2 if isinstance(operand, str) else operand):
                 base, _ = self.view_base(j)
                 if not self.is_buffer_node(base):
-                    self.must.setdefault(base, (LEGALITY, operand))
+                    self.must.setdefault(base, (LEGALITY, why))
 
     # -- helpers --
+    def opaque(self, n) -> bool:
+        """Whether node ``n`` is a step of its own that no kernel computes."""
+        return n.op.kind == ops.OPAQUE and not (n.op is ops.GATHER
+                                                and self.caps.gather_in_kernels)
+
     def view_base(self, i):
         """Follow view ops down to the node they view; returns (base, view chain)."""
         chain = []
@@ -268,7 +277,7 @@ class _Planner:
     def _probe_build(self, i, buf_of, scalar_of):
         """Build root i's step as ``_attempt`` would; its side outputs."""
         n = self.nodes[i]
-        if n.op.kind in _BOUNDARY_KINDS:
+        if n.op.kind == ops.MATMUL or self.opaque(n):
             for j in n.inputs:
                 self.buffer_view(j, buf_of)
             return frozenset()
@@ -328,7 +337,7 @@ class _Planner:
                 steps.append(MatmulStep(a, b, buf_of[i]))
                 computed.append(())
                 continue
-            if n.op.kind == ops.OPAQUE:
+            if self.opaque(n):
                 ins = tuple(self.buffer_view(j, buf_of) for j in n.inputs)
                 steps.append(OpaqueStep(n.op.name, ins, n.attrs, buf_of[i]))
                 computed.append(())

@@ -161,6 +161,8 @@ class KernelBuilder:
             v = self.stmt(n.op, n.dtype, args, attr)
         elif n.op.kind == ops.REDUCTION:
             v = self.reduction(i, chain)
+        elif n.op is ops.GATHER and self.p.caps.gather_in_kernels:
+            v = self.gather(i, chain)
         else:
             raise AssertionError(f"lazyrt internal: {n.op.name} reached a kernel body")
         self.memo[key] = v
@@ -186,6 +188,44 @@ class KernelBuilder:
             self.input_slot[key] = len(self.inputs)
             self.inputs.append(KernelInput(self.buf_of[i], self.nodes[i].dtype, imap))
         return self.stmt("load", self.nodes[i].dtype, attr=self.input_slot[key])
+
+    def gather(self, i, chain) -> int:
+        """A gather computed inside this kernel: its indices are loaded as any
+        operand is, and its source is read at them. The source's read is an input
+        whose index map leaves the gathered axis out (stride 0 there); the
+        ``gather`` statement adds the loaded index times that axis's stride:
+        ``attr = (input slot, axis stride, axis size, negative, axis, indices'
+        shape)``. Its argument is the indices' load, which the launch range-checks
+        (:func:`lazyrt.planner.kernel_ir.gather_checks`)."""
+        n = self.nodes[i]
+        if self.nodes[self.root].op.kind == ops.SCAN:
+            raise Replan(i, "a scan kernel fuses only pointwise producers: the gather it "
+                            "reads is stored")
+        src, idx = n.inputs
+        axis, negative = n.attrs
+        sub = chain if self.nodes[idx].shape == n.shape else \
+            (("expand", (n.shape,), None),) + chain
+        index = self.value(idx, sub)
+        if self.body[index].op != "load":
+            raise AssertionError("lazyrt internal: a fused gather's indices are not a load")
+        base, bchain = self.p.view_base(src)
+        source = self.p.strided_through(base, bchain)
+        at = S.Strided(tuple(n.shape), tuple(0 if a == axis else st
+                                              for a, st in enumerate(source.strides)),
+                       source.offset)
+        for name, attrs, node in chain:
+            at = S.apply_view(at, name, attrs)
+            if at is None:
+                raise Replan(i, "reshape of a gather's result needs a copy")
+        imap = IndexMap(at.offset, at.strides)
+        key = (self.buf_of[base], imap)
+        if key not in self.input_slot:
+            self.input_slot[key] = len(self.inputs)
+            self.inputs.append(KernelInput(self.buf_of[base], n.dtype, imap))
+        self.fused_ops.append(n.op.name)
+        attr = (self.input_slot[key], source.strides[axis], source.shape[axis], bool(negative),
+                axis, tuple(self.nodes[idx].shape))
+        return self.stmt("gather", n.dtype, (index,), attr)
 
     def scan(self, i):
         """The root scan: its argument (pointwise producers fused) accumulated

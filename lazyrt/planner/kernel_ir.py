@@ -6,6 +6,13 @@ pointwise kernel), all other axes are *outer* (parallel) axes. The body is a
 list of SSA statements:
 
   ``load``    element of input ``attr`` at the current domain point
+  ``gather``  element of input ``attr[0]`` at the current domain point moved
+              along the gathered axis by its argument, a loaded index:
+              ``attr = (input, axis stride, axis size, negative, axis, indices'
+              shape)``; the input's index map has stride 0 along that axis. An
+              index counts from the end when negative (if ``negative``) and is
+              clamped into the axis; the launch checked the range first
+              (:func:`gather_checks`), so the clamp only keeps reads in bounds
   ``scalar``  runtime scalar parameter number ``attr``
   ``const``   a literal (``attr`` is the value)
   ``reduce``  ``attr`` names the reduction (sum, max, ...); its argument is
@@ -108,11 +115,18 @@ class KernelSpec:
 
     def bytes_moved(self, itemsize=lambda code: D.DTYPES[code].itemsize) -> int:
         """Minimal bytes: each input's distinct elements read once, outputs written once."""
+        moves = {}  # a gather's source moves with its indices too
+        for st in self.body:
+            if st.op == "gather":
+                idx = self.inputs[self.body[st.args[0]].attr].index.strides
+                moves[st.attr[0]] = tuple(a or b for a, b in zip(
+                    moves.get(st.attr[0], idx), idx))
         total = 0
-        for io in self.inputs + self.outputs:
+        for k, io in enumerate(self.inputs + self.outputs):
             n = 1
-            for size, stride in zip(self.domain, io.index.strides):
-                if stride != 0:
+            extra = moves.get(k, (0,) * len(self.domain))
+            for size, stride, also in zip(self.domain, io.index.strides, extra):
+                if stride != 0 or also != 0:
                     n *= size
             total += n * itemsize(io.dtype)
         for o in self.outputs:  # a scan's include_initial: one more element per row
@@ -138,6 +152,40 @@ class KernelSpec:
             lines.append(f"  out{k} = buf{o.buffer} {D.NAMES[o.dtype]} <- v{o.value} "
                          f"offset={o.index.offset} strides={o.index.strides}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class GatherCheck:
+    """The range check a launch runs before a kernel with a ``gather``: every
+    index the kernel loads (input ``index`` over the kernel's domain) must lie in
+    [-size, size) when ``negative``, else [0, size)."""
+    index: int                # the indices' input slot
+    size: int
+    negative: bool
+    axis: int
+    shape: tuple              # the indices' shape, for the message
+
+    @property
+    def bounds(self) -> tuple:
+        return (-self.size if self.negative else 0), self.size
+
+    def message(self, bad: int) -> str:
+        low, high = self.bounds
+        return (f"lazyrt.take_along_axis: index {bad} is out of range for axis {self.axis} "
+                f"of size {self.size} (indices of shape {self.shape}); indices must lie in "
+                f"[{low}, {high})")
+
+
+def gather_checks(spec: KernelSpec) -> tuple:
+    """A :class:`GatherCheck` per distinct ``gather`` in ``spec``."""
+    checks = []
+    for st in spec.body:
+        if st.op == "gather":
+            _, _, size, negative, axis, shape = st.attr
+            check = GatherCheck(spec.body[st.args[0]].attr, size, negative, axis, shape)
+            if check not in checks:
+                checks.append(check)
+    return tuple(checks)
 
 
 def is_scan(spec: KernelSpec) -> bool:

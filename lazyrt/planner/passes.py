@@ -79,9 +79,9 @@ def computes_wider(st: Stmt) -> bool:
     """Whether statement ``st`` computes in a wider dtype than its own
     (:data:`~lazyrt.planner.kernel_ir.COMPUTED_IN`) and must be rounded after:
     every op (reductions too) with a float16 result, but a cast, which is
-    itself the rounding, and the leaves (load, scalar, const), which hold
-    float16 values already."""
-    return st.dtype in COMPUTED_IN and st.op not in ("load", "scalar", "const") \
+    itself the rounding, and the leaves (load, gather, scalar, const), which
+    hold float16 values already."""
+    return st.dtype in COMPUTED_IN and st.op not in ("load", "gather", "scalar", "const") \
         and st.op is not ops.CAST
 
 

@@ -32,6 +32,10 @@ class Capabilities:
     matmul_epilogue: bool = False
     #: what runs a matmul step, as the plan's reasons name it
     matmul_engine: str = "BLAS"
+    #: its kernels read a gather's source at indices they load (a ``gather``
+    #: statement): a gather fuses into the kernels that use it, instead of
+    #: running as an opaque step of its own
+    gather_in_kernels: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,6 +269,8 @@ def _why_no_epilogue(st, steps, users, buffers, capabilities, policy) -> str:
     uses = [i for i in spec.inputs if i.buffer == st.out]
     if spec.reduce_axes:
         return "the kernel reading it reduces; an epilogue is pointwise"
+    if any(st.op == "gather" for st in spec.body):
+        return "the kernel reading it gathers; an epilogue loads only at the product's element"
     if tuple(spec.domain) != tuple(shape):
         return (f"the kernel reading it runs over {list(spec.domain)}, the product is "
                 f"{list(shape)}")
@@ -402,13 +408,13 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
     remap = {}
     for s in b.body:
         attr = s.attr
-        if s.op == "load":
-            inp = b.inputs[attr]
+        if s.op in ("load", "gather"):  # a gather's attr starts with its source's slot
+            inp = b.inputs[attr if s.op == "load" else attr[0]]
             key = (inp.buffer, inp.index)
             if key not in slot:
                 slot[key] = len(inputs)
                 inputs.append(inp)
-            attr = slot[key]
+            attr = slot[key] if s.op == "load" else (slot[key],) + attr[1:]
         elif s.op == "scalar":
             p = b.scalar_params[attr]
             if p not in sslot:
