@@ -9,6 +9,8 @@ import logging
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazyrt as lr
 from conftest import DTYPES, assert_matches
@@ -396,6 +398,40 @@ def test_a_fused_gathers_bad_index_raises_naming_the_op_and_its_range():
         with pytest.raises(IndexError, match="index -6 is out of range"):
             neg.numpy()
         neg._node = good._node
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_random_gathers_fused_with_random_consumers_match_numpy(draw):
+    """A gather along a random axis of a random (possibly transposed) source, by
+    int32 or int64 indices (broadcast, negative), then a consumer the c backend
+    fuses it into: pointwise, a reduction over any axis, a transpose."""
+    ndim = draw.draw(st.integers(1, 3))
+    shape = tuple(draw.draw(st.lists(st.integers(1, 5), min_size=ndim, max_size=ndim)))
+    axis = draw.draw(st.integers(0, ndim - 1))
+    src = data(shape, draw.draw(st.sampled_from([np.float32, np.float64, np.int64])))
+    out_shape = list(shape)
+    out_shape[axis] = draw.draw(st.integers(0, 6))
+    idx_shape = [d if a == axis or draw.draw(st.booleans()) else 1
+                 for a, d in enumerate(out_shape)]
+    idx = indices(tuple(idx_shape), shape[axis], draw.draw(st.sampled_from(INDEX_DTYPES)))
+    transposed = ndim > 1 and draw.draw(st.booleans())
+    s_np = np.ascontiguousarray(src.T).T if transposed else src
+    source = lr.asarray(np.ascontiguousarray(src.T)).T if transposed else lr.asarray(src)
+    g = lr.take_along_axis(source, lr.asarray(idx), axis=axis)
+    want = np.take_along_axis(s_np, np.broadcast_to(idx, out_shape), axis=axis)
+    consumer = draw.draw(st.sampled_from(["mul", "sum", "max", "transpose", "none"]))
+    red = draw.draw(st.integers(0, ndim - 1))
+    if consumer == "mul":
+        g, want = g * 3 + 1, want * 3 + 1
+    elif consumer == "sum":
+        g, want = lr.sum(g, axis=red), want.sum(axis=red)
+    elif consumer == "max" and want.shape[red]:
+        g, want = lr.max(g, axis=red), want.max(axis=red)
+    elif consumer == "transpose":
+        g, want = lr.permute_dims(g, tuple(reversed(range(ndim)))) + 0, want.T + 0
+    with lr.backend("c"):
+        assert_matches(g, want)
 
 
 def test_only_a_backend_whose_kernels_gather_fuses_it():
