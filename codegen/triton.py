@@ -53,7 +53,7 @@ import math
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
-from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
+from lazyrt.planner.kernel_ir import GatherCheck, KernelSpec, is_scan, statements_needed
 
 from .layout import kernel_layout
 from .triton_scan import ScanEmitter, scan_kind
@@ -85,6 +85,10 @@ class TritonKernel:
     tile: tuple = ()          # tiled: sizes of the row axis, the column axis, the rest;
     #                           scan_lanes: the lanes' axis size, the other rows
     layout: object = field(default=None, compare=False, repr=False)  # the KernelLayout read
+    #: a GatherCheck per ``gather`` statement, in body order: the kernel then takes
+    #: ``flag`` (2 int64 per gather) after ``fa``; an index out of range sets
+    #: ``flag[2g]`` and writes itself to ``flag[2g + 1]`` (then is clamped)
+    gathers: tuple = ()
 
     def grid(self):
         """The launch grid, a function of the chosen config (autotuned BLOCK)."""
@@ -240,8 +244,38 @@ class _Emitter(ScanEmitter):
                 continue
             if st.op == "reduce" and self.red:
                 continue
-            self.line(depth, f"{self.var(sid)} = {self.stmt_expr(st, mask)}")
+            if st.op == "gather":
+                self.gather(st, depth, mask)
+            else:
+                self.line(depth, f"{self.var(sid)} = {self.stmt_expr(st, mask)}")
             done.add(sid)
+
+    def value_mask(self, sid, mask):
+        """The mask a load of value ``sid``'s shape takes (None for a scalar)."""
+        if self.tile:
+            return self.tile_mask(self.tile_dims(sid))
+        return mask if self.is_vector(sid) else None
+
+    def gather(self, st, depth, mask):
+        """A fused gather: the loaded index flagged when out of range, wrapped,
+        clamped, then the source read at it (lines, not one expression)."""
+        k, _, _, negative = st.attr[:4]
+        io, g, j = self.s.inputs[k], self.gather_no[st.id], f"j{st.id}"
+        n = f"g{st.id}_n"
+        self.line(depth, f"{j} = {self.var(st.args[0])}.to(tl.int64)")
+        bad = f"(({j} < {'-' + n if negative else '0'}) | ({j} >= {n}))"
+        lanes = self.value_mask(st.args[0], mask)
+        if lanes:
+            bad = f"{lanes} & {bad}"
+        self.line(depth, f"tl.store(flag + {2 * g} + 0 * {j}, 1, mask={bad})  # raised by the "
+                         "launch")
+        self.line(depth, f"tl.store(flag + {2 * g + 1} + 0 * {j}, {j}, mask={bad})")
+        if negative:
+            self.line(depth, f"{j} = tl.where({j} < 0, {j} + {n}, {j})")
+        self.line(depth, f"{j} = tl.minimum(tl.maximum({j}, 0), {n} - 1)  # never out of bounds")
+        at = self.address(f"in{k}", io.index, self.elem[st.id])
+        self.line(depth, f"{self.var(st.id)} = " + load_expr(
+            f"in{k}", f"{at} + {j} * g{st.id}_s", io.dtype, self.value_mask(st.id, mask)))
 
     def stmt_expr(self, st, mask) -> str:
         if st.op == "load":
@@ -311,8 +345,10 @@ class _Emitter(ScanEmitter):
     def elem_of_pointwise(self, sid) -> bool:
         """In a pointwise kernel: is the value a [BLOCK] vector (not a scalar)?"""
         st = self.s.body[sid]
-        if st.op == "load":
-            return any(s != 0 for s in self.s.inputs[st.attr].index.strides)
+        if st.op in ("load", "gather"):  # a gather: its source's map or its index
+            k = st.attr if st.op == "load" else st.attr[0]
+            return any(s != 0 for s in self.s.inputs[k].index.strides) or \
+                any(self.elem_of_pointwise(a) for a in st.args)
         if st.op in ("scalar", "const"):
             return False
         return any(self.elem_of_pointwise(a) for a in st.args)
@@ -324,11 +360,11 @@ class _Emitter(ScanEmitter):
         if self.dims is None:
             self.dims = []
             for st in self.s.body:  # ids are positions, arguments come first
-                if st.op == "load":
-                    strides = self.s.inputs[st.attr].index.strides
-                    varies = {a for a in self.tile if strides[a] != 0}
-                else:
-                    varies = {a for arg in st.args for a in self.dims[arg]}
+                varies = {a for arg in st.args for a in self.dims[arg]}
+                if st.op in ("load", "gather"):
+                    k = st.attr if st.op == "load" else st.attr[0]
+                    strides = self.s.inputs[k].index.strides
+                    varies |= {a for a in self.tile if strides[a] != 0}
                 self.dims.append(tuple(a for a in self.tile if a in varies))
         return self.dims[sid]
 
@@ -349,6 +385,11 @@ class _Emitter(ScanEmitter):
             self.declare_io(f"in{k}", io)
         for k, io in enumerate(s.outputs):
             self.declare_io(f"out{k}", io)
+        gathers = [st for st in s.body if st.op == "gather"]
+        self.gather_no = {st.id: g for g, st in enumerate(gathers)}
+        for st in gathers:
+            self.arg(f"g{st.id}_s", st.attr[1])
+            self.arg(f"g{st.id}_n", st.attr[2])
         kind = ("tiled" if self.tile else "pointwise") if not self.red else \
             scan_kind(s) if is_scan(s) else ("looped" if self.looped else "persistent")
         numel = math.prod(s.domain) if not self.red else self.n_rows
@@ -370,7 +411,7 @@ class _Emitter(ScanEmitter):
             [f"out{k}" for k in range(len(s.outputs))]
         blocks = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"] \
             if self.tile or kind == "scan_lanes" else ["BLOCK: tl.constexpr"]
-        sig = ", ".join(ptrs + ["fa"] + self.params + blocks)
+        sig = ", ".join(ptrs + ["fa"] + (["flag"] if gathers else []) + self.params + blocks)
         head = [f"# {s.name}: {s.comment or 'fused kernel'}"]
         if kind == "pointwise":
             head.append("@triton.autotune(configs=lzm.POINTWISE_CONFIGS, key=['numel'])")
@@ -389,8 +430,11 @@ class _Emitter(ScanEmitter):
         elif kind == "scan_lanes":
             cols = s.domain[-1]
             tile = (cols, self.n_rows // cols if cols else 0)
+        checks = tuple(GatherCheck(s.body[st.args[0]].attr, st.attr[2], st.attr[3], st.attr[4],
+                                   st.attr[5]) for st in gathers)
         return TritonKernel(s.name, source, kind, buffers, tuple(self.iargs),
-                            tuple(s.scalar_params), numel, self.row_len, tile, self.layout)
+                            tuple(s.scalar_params), numel, self.row_len, tile, self.layout,
+                            checks)
 
     def pointwise_body(self, nd):
         s = self.s

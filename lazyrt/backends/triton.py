@@ -224,6 +224,47 @@ class _Kernel:
             raise
 
 
+class _GatherKernel(_Kernel):
+    """A kernel with fused gathers: it flags an index out of range (two int64 per
+    gather, ``TritonKernel.gathers``) and :meth:`check` raises IndexError from the
+    flags, at once on the CPU, after the program's last launch on a GPU (as
+    :class:`~lazyrt.backends.gather_scatter.TritonGatherScatter` does)."""
+
+    def __init__(self, fn, tk, name, on_cpu):
+        super().__init__(fn, tk, name)
+        self.gathers, self.on_cpu = tk.gathers, on_cpu
+        self.flag = None  # on the buffers' device, made at the first run
+
+    def run(self, bufs, fa):
+        if self.empty:
+            return
+        if self.flag is None:
+            import torch
+            self.flag = torch.zeros(2 * len(self.gathers), dtype=torch.int64, device=fa.device)
+        self.flag.zero_()
+        try:
+            self.fn[self.grid](*[bufs[b] for b in self.buffers], fa, self.flag, *self.iargs,
+                               **self.meta)
+        except Exception as exc:
+            from triton.compiler.errors import CompilationError
+            if isinstance(exc, CompilationError):
+                path = getattr(self.fn, "lazyrt_source_path", "?")
+                raise CompileError(f"lazyrt: Triton failed to compile kernel {self.name} "
+                                   f"({path}): {exc}") from exc
+            raise
+        if self.on_cpu:
+            self.check()
+
+    def check(self):
+        """Raise IndexError if the last run met an index out of range."""
+        if self.flag is None:
+            return
+        flags = self.flag.tolist()
+        for g, check in enumerate(self.gathers):
+            if flags[2 * g]:
+                raise IndexError(check.message(int(flags[2 * g + 1])))
+
+
 class _Matmul(_Kernel):
     def __init__(self, fn, mk):
         self.fn, self.tk, self.name = fn, mk, mk.name
@@ -459,7 +500,8 @@ class TritonBackend:
         the_plan, launches, record = compile_graph(
             self, graph,
             lambda g: plan(g, Capabilities(matmul_epilogue=True,
-                                           matmul_engine="a Triton matmul kernel")),
+                                           matmul_engine="a Triton matmul kernel",
+                                           gather_in_kernels=True)),
             self._build)
         if self.aot is not None:  # the AOT check's resources, per kernel and target
             record = dataclasses.replace(record, kernels=tuple(
@@ -474,7 +516,8 @@ class TritonBackend:
         if self.aot is None:
             return
         pointers = [str(_torch_dtype(buffers[b].dtype)).replace("torch.", "")
-                    for b in launch.buffers] + ["float64"]
+                    for b in launch.buffers] + ["float64"] + \
+            (["int64"] if getattr(launch, "gathers", ()) else [])  # fused gathers' flag
         launch.resources = self.aot.check(launch.name, source_digest(source),
                                           launch.fn.lazyrt_source_path, pointers,
                                           [int(v) for v in launch.iargs], launch.meta)
@@ -486,7 +529,8 @@ class TritonBackend:
         if isinstance(step, KernelStep):
             tk = emit_triton(step.spec, self.persistent_max)
             fn, outcome = self.cache.load(tk.name, tk.source)
-            launch = _Kernel(fn, tk, tk.name)
+            launch = _GatherKernel(fn, tk, tk.name, self.device == "cpu") if tk.gathers \
+                else _Kernel(fn, tk, tk.name)
             self._check_ahead_of_time(launch, tk.source, buffers)
             return Built(launch, tk.name, spec_ops(step.spec),
                          step.spec.comment, tk.source, "triton", outcome,
