@@ -1,9 +1,11 @@
 """The spec both emitters read for a ``gather`` or ``scatter_add`` kernel.
 
 These two ops (``lazyrt/ops.py``: ``take_along_axis``, ``scatter_add``) are
-opaque to the fusion planner: a plan holds them as an ``OpaqueStep`` of that
-kind, and the C and Triton backends turn the step into a :class:`GatherScatterSpec`
-and emit it as its own kernel (``c_gather.py``, ``triton_gather.py``).
+opaque steps of a plan (``OpaqueStep``) unless the backend's kernels gather
+(``Capabilities.gather_in_kernels``: then a gather is a ``gather`` statement of
+the kernels that use it, and only scatter_add is a step). The C and Triton
+backends turn such a step into a :class:`GatherScatterSpec` and emit it as its
+own kernel (``c_gather.py``, ``triton_gather.py``).
 
 Both iterate over ``shape``, the (broadcast) indices' shape, in C order:
 

@@ -14,8 +14,10 @@ Kinds:
   VIEW       reshape / permute / expand / slice: no arithmetic, only indexing
   MATMUL     ``np.matmul`` semantics
   OPAQUE     concat, setslice, sort, argsort, searchsorted: work the planner does
-             not fuse into loops (the host runs it, lazyrt/backends/host.py); gather
-             and scatter_add, own kernels on the C and Triton backends
+             not fuse into loops (the host runs it, lazyrt/backends/host.py);
+             scatter_add, its own kernel on the C and Triton backends; gather, fused
+             into the kernels that use it where a backend's capabilities say so
+             (``Capabilities.gather_in_kernels``: C and Triton), else its own step
 
 Dtype rules of pointwise ops come from the NumPy ufunc named in ``like``
 (see :mod:`lazyrt.dtypes`). ``cast_inputs`` says whether the recorder casts
