@@ -1,13 +1,13 @@
-"""C source for a ``gather`` or ``scatter_add`` kernel (``gather_scatter.py``).
+"""C source for a ``scatter_add`` kernel (``gather_scatter.py``); a gather is
+fused into the kernels that use it (a ``gather`` statement, ``codegen/c.py``).
 
-One function per (kind, dtype, index dtype, rank, axis, negative rule); sizes,
+One function per (dtype, index dtype, rank, axis, negative rule); sizes,
 strides and offsets are runtime arguments (``ia``, in ``spec.iargs()`` order), so
-a new batch size reuses the binary. Buffers: ``bufs[0]`` the data (source or
-values), ``bufs[1]`` the indices, ``bufs[2]`` the result, and for a float16
+a new batch size reuses the binary. Buffers: ``bufs[0]`` the values,
+``bufs[1]`` the indices, ``bufs[2]`` the result, and for a float16
 scatter ``bufs[3]`` a float32 scratch as large as the result.
 
-gather: one parallel loop nest over the indices' shape, an indexed load per
-element. scatter_add: deterministic and equal to ``np.add.at``: the
+scatter_add: deterministic and equal to ``np.add.at``: the
 contributions to one result element share every coordinate but ``axis``, so
 threads split the last non-``axis`` dimension and each adds its elements in C
 order; every element's sum is taken in exactly NumPy's order (float16 in float32,
@@ -18,7 +18,7 @@ from __future__ import annotations
 from lazyrt import dtypes as D
 
 from .c_lower import _STORE_T, PARALLEL_THRESHOLD
-from .gather_scatter import GATHER, GatherScatterSpec
+from .gather_scatter import SCATTER_ADD, GatherScatterSpec
 
 _PRELUDE = """\
 #include <stdint.h>
@@ -30,7 +30,7 @@ _UNSIGNED = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t", D.INT64
 
 def scatter_scratch(spec: GatherScatterSpec) -> bool:
     """Whether a scatter kernel accumulates in a float32 scratch (float16 data)."""
-    return spec.kind != GATHER and spec.dtype == D.FLOAT16
+    return spec.dtype == D.FLOAT16
 
 
 def _term(i, stride, name):
@@ -44,7 +44,10 @@ def _sum(terms) -> str:
 
 
 def emit_gather_c(spec: GatherScatterSpec) -> tuple:
-    """(symbol, source) of the kernel for ``spec``."""
+    """(symbol, source) of the kernel for ``spec``, a scatter_add (a gather runs
+    inside the kernels that use it: ``codegen/c.py``)."""
+    if spec.kind != SCATTER_ADD:
+        raise ValueError(f"lazyrt internal: {spec.kind} has no kernel of its own")
     pattern = "".join("z" if st == 0 else ("u" if st == 1 else "s")
                       for st in spec.data_strides + spec.index_strides)
     symbol = f"lz_{spec.name}_{pattern}"
@@ -58,8 +61,6 @@ def emit_gather_c(spec: GatherScatterSpec) -> tuple:
              + ["x_o"] + [f"x_s{k}" for k in range(r)] + ["size"])
     lines += [f"    const int64_t {v} = ia[{k}];" for k, v in enumerate(names)]
     lines.append(f"    const int64_t total = {' * '.join(f'n{k}' for k in range(r))};")
-    if spec.kind == GATHER:  # a scatter still zeroes its result
-        lines.append("    if (total == 0 || size == 0) return;")
     lines.append(f"    const {t} *restrict data = (const {t} *)bufs[0];")
     lines.append(f"    const {it} *restrict idx = (const {it} *)bufs[1];")
     lines.append(f"    {t} *restrict out = ({t} *)bufs[2];")
@@ -70,37 +71,9 @@ def emit_gather_c(spec: GatherScatterSpec) -> tuple:
         wrap.append("if (j < 0) j += size;")
     wrap.append("j = j < 0 ? 0 : (j >= size ? size - 1 : j);  /* range checked before */")
     lines.append("    (void)" + "; (void)".join(names) + ";")
-    if spec.kind == GATHER:
-        lines += _gather_body(spec, r, a, loops, wrap)
-    else:
-        lines += _scatter_body(spec, r, a, loops, wrap)
+    lines += _scatter_body(spec, r, a, loops, wrap)
     lines.append("}")
     return symbol, _PRELUDE + "\n" + "\n".join(lines) + "\n"
-
-
-def _gather_body(spec, r, a, loops, wrap):
-    flat = "i0"
-    for k in range(1, r):
-        flat = f"({flat}) * n{k} + i{k}"
-    src = _sum(["d_o"] + [_term(f"i{k}", spec.data_strides[k], f"d_s{k}") for k in range(r)
-                          if k != a] + [f"j * d_s{a}"])
-    collapse = f" collapse({r - 1})" if r > 2 else ""
-    out = [f"    #pragma omp parallel for{collapse} if(total > {PARALLEL_THRESHOLD}) "
-           "schedule(static)"]
-    body = loops if r == 1 else loops[:-1]
-    depth = 1
-    for loop in body:
-        out.append("    " * depth + loop + " {")
-        depth += 1
-    if r > 1:
-        out.append("    " * depth + loops[-1] + " {")
-        depth += 1
-    out += ["    " * depth + w for w in wrap]
-    out.append("    " * depth + f"out[{flat}] = data[{src}];")
-    for _ in range(r):
-        depth -= 1
-        out.append("    " * depth + "}")
-    return out
 
 
 def _scatter_body(spec, r, a, loops, wrap):

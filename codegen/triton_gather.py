@@ -1,17 +1,17 @@
-"""Triton source for a ``gather`` or ``scatter_add`` kernel (``gather_scatter.py``).
+"""Triton source for a ``scatter_add`` kernel (``gather_scatter.py``); a gather is
+fused into the kernels that use it (a ``gather`` statement, ``codegen/triton.py``).
 
 One flat program per ``BLOCK`` elements of the indices' shape; each element's
 coordinates come from its flat position (sizes are runtime arguments, in
-``spec.iargs()`` order after the pointers and ``fa``). The pointers: the data
-(source or values), the indices, the result, or for a scatter its accumulator
+``spec.iargs()`` order after the pointers and ``fa``). The pointers: the
+values, the indices, the accumulator
 (:func:`scatter_accumulator`), which the launcher zeroes first and converts
 into the result after, and ``flag``, two int64: an index out of range sets
 ``flag[0]`` and writes itself to ``flag[1]`` (then is clamped, never followed),
 and the launcher raises IndexError from them: on a GPU once per program run,
 after its launches (no wait per kernel, and CUDA graphs capture it).
 
-gather is an indexed load and a contiguous store. scatter_add is a
-``tl.atomic_add`` per element: the order in which a result element's
+scatter_add is a ``tl.atomic_add`` per element: the order in which a result element's
 contributions arrive is the hardware's, so float sums may differ from
 ``np.add.at``'s sequential order by rounding (tested within float tolerances;
 ints are exact). float16 adds in float32, int8/uint8/bool in int32, wrapped (or
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from lazyrt import dtypes as D
 
-from .gather_scatter import GATHER, GatherScatterSpec
+from .gather_scatter import SCATTER_ADD, GatherScatterSpec
 
 HEADER = """\
 import triton
@@ -45,7 +45,10 @@ def scatter_accumulator(spec: GatherScatterSpec) -> int:
 
 
 def emit_gather_triton(spec: GatherScatterSpec) -> tuple:
-    """(name, source) of the jitted kernel for ``spec``."""
+    """(name, source) of the jitted kernel for ``spec``, a scatter_add (a gather runs
+    inside the kernels that use it: ``codegen/triton.py``)."""
+    if spec.kind != SCATTER_ADD:
+        raise ValueError(f"lazyrt internal: {spec.kind} has no kernel of its own")
     name = f"lz_{spec.name}"
     r, a = len(spec.shape), spec.axis
     sizes = [f"n{k}" for k in range(r)]
@@ -70,17 +73,11 @@ def emit_gather_triton(spec: GatherScatterSpec) -> tuple:
     if spec.negative:
         lines.append("    j = tl.where(j < 0, j + size, j)")
     lines.append("    j = tl.minimum(tl.maximum(j, 0), size - 1)  # never out of bounds")
-    if spec.kind == GATHER:
-        src = " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r) if k != a]
-                         + [f"j * d_s{a}"])
-        lines += [f"    v = tl.load(data + {src}, mask=mask)",
-                  "    tl.store(out + e, v, mask=mask)"]
-    else:
-        m = ["size" if k == a else f"n{k}" for k in range(r)]
-        dest = " + ".join([f"i{k} * {' * '.join(m[k + 1:]) or 1}" for k in range(r) if k != a]
-                          + [f"j * {' * '.join(m[a + 1:]) or 1}"])
-        value = "data + " + " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r)])
-        acc = _TL[scatter_accumulator(spec)]
-        lines += [f"    v = tl.load({value}, mask=mask, other=0).to({acc})",
-                  f"    tl.atomic_add(out + ({dest}), v, mask=mask)"]
+    m = ["size" if k == a else f"n{k}" for k in range(r)]
+    dest = " + ".join([f"i{k} * {' * '.join(m[k + 1:]) or 1}" for k in range(r) if k != a]
+                      + [f"j * {' * '.join(m[a + 1:]) or 1}"])
+    value = "data + " + " + ".join(["d_o"] + [f"i{k} * d_s{k}" for k in range(r)])
+    acc = _TL[scatter_accumulator(spec)]
+    lines += [f"    v = tl.load({value}, mask=mask, other=0).to({acc})",
+              f"    tl.atomic_add(out + ({dest}), v, mask=mask)"]
     return name, HEADER + "\n\n" + "\n".join(lines) + "\n"

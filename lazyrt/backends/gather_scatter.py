@@ -1,15 +1,16 @@
-"""The C and Triton backends' launches of ``gather`` and ``scatter_add`` steps, and
-the range check of a gather the C backend fuses into a kernel (:class:`FusedGatherCheck`).
+"""The C and Triton backends' launches of ``scatter_add`` steps, and the range
+check of a gather the C backend fuses into a kernel (:class:`FusedGatherCheck`).
 
-A plan holds these ops as opaque steps (``lazyrt/backends/host.py`` kinds); the
-compiled backends run each as its own generated kernel (``codegen/c_gather.py``,
-``codegen/triton_gather.py``) instead of NumPy on the host. An index out of
-range raises IndexError naming the op, and the kernels clamp, so nothing is
-ever read or written outside a buffer. C: before the launch, one min/max pass
-over the indices' distinct elements (a broadcast index is read once, not once
-per use). Triton: the kernel flags a bad index and the launch raises from the
-flag, at once on the CPU and, on a GPU, after the program's last launch
-(:meth:`TritonGatherScatter.check`: one read per run, and CUDA graphs capture it).
+A plan holds a scatter_add as an opaque step (``lazyrt/backends/host.py`` kinds);
+the compiled backends run it as its own generated kernel (``codegen/c_gather.py``,
+``codegen/triton_gather.py``) instead of NumPy on the host. A gather runs inside
+the kernels that use it. An index out of range raises IndexError naming the op,
+and the kernels clamp, so nothing is ever read or written outside a buffer. C:
+before the launch, one min/max pass over the indices' distinct elements (a
+broadcast index is read once, not once per use). Triton: the kernel flags a bad
+index and the launch raises from the flag, at once on the CPU and, on a GPU,
+after the program's last launch (:meth:`TritonGatherScatter.check`, and
+``_GatherKernel`` in ``triton.py``: one read per run, and CUDA graphs capture it).
 """
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ import numpy as np
 
 from .. import _launch
 from .. import dtypes as D
-from ..codegen.gather_scatter import (GATHER, SCATTER_ADD, index_bounds, out_of_range_message,
-                                      spec_of)
+from ..codegen.gather_scatter import SCATTER_ADD, index_bounds, out_of_range_message, spec_of
 
-KINDS = (GATHER, SCATTER_ADD)
+#: the plan steps run as kernels of their own here (a gather is fused into kernels)
+KINDS = (SCATTER_ADD,)
 
 
 def spec_for(step, buffers):
-    """The kernel spec of a plan's gather / scatter_add ``step``."""
+    """The kernel spec of a plan's scatter_add ``step``."""
     data, index = step.inputs
     return spec_of(step.kind, step.attrs, data.view, index.view, buffers[index.buffer].dtype,
                    buffers[step.out].dtype)
@@ -80,7 +81,7 @@ class FusedGatherCheck:
 
 
 class CGatherScatter:
-    """A compiled C gather / scatter_add kernel with its range check."""
+    """A compiled C scatter_add kernel with its range check."""
 
     def __init__(self, spec, step, kernel):
         from ..codegen.c_gather import scatter_scratch
@@ -119,7 +120,7 @@ def bytes_moved(spec) -> int:
 
 
 class TritonGatherScatter:
-    """A Triton gather / scatter_add kernel; a scatter zeroes its accumulator first
+    """A Triton scatter_add kernel: it zeroes its accumulator first
     and converts it into the result after. The kernel flags an index out of range
     (``codegen/triton_gather.py``); :meth:`check` raises it: at once on the CPU,
     after the program's last launch on a GPU (one read per run, no wait per kernel)."""
@@ -134,28 +135,26 @@ class TritonGatherScatter:
         self.grid = (max(1, -(-total // BLOCK)),)
         self.meta = {"BLOCK": BLOCK, "num_warps": 4}
         self.out_size = int(np.prod(spec.out_shape))
-        self.acc = None if spec.kind == GATHER else scatter_accumulator(spec)
+        self.acc = scatter_accumulator(spec)
         self.flag = None  # two int64 on the buffers' device, made at the first run
         self.resources = ()
 
     def pointer_dtypes(self) -> list:
         """The kernel's pointer element types, by name (for the AOT check)."""
         from .triton import _torch_dtype
-        codes = [self.spec.dtype, self.spec.index_dtype, self.acc or self.spec.dtype, D.INT64]
+        codes = [self.spec.dtype, self.spec.index_dtype, self.acc, D.INT64]
         return [str(_torch_dtype(c)).replace("torch.", "") for c in codes]
 
     def run(self, bufs, fa):
         import torch
         from .triton import _torch_dtype
         data, index, out = (bufs[b] for b in self.buffers)
-        target = out
-        if self.acc is not None:
-            if self.acc == self.spec.dtype:
-                target = out[:self.out_size]
-                target.zero_()
-            else:
-                target = torch.zeros(max(1, self.out_size), dtype=_torch_dtype(self.acc),
-                                     device=out.device)
+        if self.acc == self.spec.dtype:
+            target = out[:self.out_size]
+            target.zero_()
+        else:
+            target = torch.zeros(max(1, self.out_size), dtype=_torch_dtype(self.acc),
+                                 device=out.device)
         if not self.empty:
             if self.flag is None:
                 self.flag = torch.zeros(2, dtype=torch.int64, device=out.device)
