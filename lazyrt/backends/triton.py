@@ -211,10 +211,14 @@ class _Kernel:
             self.meta.update(LANES_TILE, num_warps=4)
 
     def run(self, bufs, fa):
-        if self.empty:
-            return
+        if not self.empty:
+            self._call(bufs, fa)
+
+    def _call(self, bufs, fa, *extra):
+        """Launch on ``bufs`` with ``fa`` and ``extra`` pointers after it."""
         try:
-            self.fn[self.grid](*[bufs[b] for b in self.buffers], fa, *self.iargs, **self.meta)
+            self.fn[self.grid](*[bufs[b] for b in self.buffers], fa, *extra, *self.iargs,
+                               **self.meta)
         except Exception as exc:
             from triton.compiler.errors import CompilationError
             if isinstance(exc, CompilationError):
@@ -242,16 +246,7 @@ class _GatherKernel(_Kernel):
             import torch
             self.flag = torch.zeros(2 * len(self.gathers), dtype=torch.int64, device=fa.device)
         self.flag.zero_()
-        try:
-            self.fn[self.grid](*[bufs[b] for b in self.buffers], fa, self.flag, *self.iargs,
-                               **self.meta)
-        except Exception as exc:
-            from triton.compiler.errors import CompilationError
-            if isinstance(exc, CompilationError):
-                path = getattr(self.fn, "lazyrt_source_path", "?")
-                raise CompileError(f"lazyrt: Triton failed to compile kernel {self.name} "
-                                   f"({path}): {exc}") from exc
-            raise
+        self._call(bufs, fa, self.flag)
         if self.on_cpu:
             self.check()
 
