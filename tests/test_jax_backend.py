@@ -137,6 +137,14 @@ def test_a_product_then_a_sum_rounds_twice_as_numpy():
     assert got[3] == 0.0                             # fused, it is 2**-54
 
 
+def test_a_division_by_a_constant_is_a_division():
+    """XLA's algebraic simplifier would multiply by 10 for ``/ 0.1`` (found by the fuzzer)."""
+    a, b = np.array([-7, -7, -8], np.int64), np.array([-6, 2, -5], np.int64)
+    with lr.backend("jax"):
+        got = (lr.tensor(a) / lr.tensor(b) / 0.1).numpy()
+    np.testing.assert_array_equal(got, a / b / 0.1)
+
+
 def test_a_jax_cpu_client_started_first_is_measured_and_warned_about():
     script = ("import os, warnings\n"
               "os.environ.pop('XLA_FLAGS', None)\n"

@@ -14,8 +14,11 @@ tracing, compiling and running happen inside ``jax.enable_x64(True)``.
 
 Rounding: XLA:CPU always lets LLVM fuse ``a * b + c`` into one FMA (one
 rounding, where NumPy and the other backends round the product and the sum
-each). No XLA flag turns contraction off by itself, but capping XLA:CPU's ISA
-at AVX, which has no FMA instructions, does (:data:`EXACT_CPU_FLAG`; the cost
+each), and its algebraic simplifier turns a division by a constant into a
+multiplication by its rounded reciprocal. On the CPU each graph compiles
+without that pass (:data:`EXACT_CPU_OPTIONS`, per compile, not process-wide).
+For the FMA, no XLA flag turns contraction off by itself, but capping XLA:CPU's
+ISA at AVX, which has no FMA instructions, does (:data:`EXACT_CPU_FLAG`; the cost
 measured within noise on an AVX-512 host). The backend adds that flag to
 ``$XLA_FLAGS`` before JAX's CPU client starts, unless the user's flags name
 ``xla_cpu_max_isa`` already, and it is process-wide, so the user's own JAX code
@@ -62,6 +65,10 @@ from .base import Built, compile_graph, frozen
 PLATFORM_VARIABLE = "LAZYRT_JAX_PLATFORM"
 #: caps XLA:CPU at an ISA without FMA instructions, so ``a * b + c`` rounds twice
 EXACT_CPU_FLAG = "--xla_cpu_max_isa=AVX"
+#: per-compile options on the CPU: no algebraic simplifier, which rewrites
+#: ``x / 0.1`` as ``x * 10`` (CI's fuzzer found it one ulp off); lazyrt's graphs
+#: come simplified already, and the cost measured within noise
+EXACT_CPU_OPTIONS = {"xla_disable_hlo_passes": "algsimp"}
 
 
 def request_exact_cpu_math() -> None:
@@ -166,8 +173,9 @@ class _Function:
     """A graph's lowered JAX function, compiled once per set of donated
     parameters (the set is the same every step of a loop: one extra compile)."""
 
-    def __init__(self, fn, structs, label, source):
+    def __init__(self, fn, structs, label, source, options=None):
         self._fn, self._structs, self._label, self._source = fn, structs, label, source
+        self._options = options or {}
         self._executables = {}
 
     def executable(self, donate: tuple):
@@ -182,7 +190,7 @@ class _Function:
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
             try:
                 lowered = jax.jit(self._fn, donate_argnums=donate).lower(*self._structs)
-                executable = lowered.compile()
+                executable = lowered.compile(compiler_options=self._options)
             except Exception as exc:  # noqa: BLE001 - any trace/compile failure, by name
                 raise CompileError(f"lazyrt: JAX could not compile graph {self._label}: "
                                    f"{type(exc).__name__}: {exc}\n{self._source}") from None
@@ -249,7 +257,8 @@ class JaxBackend:
         structs = [jax.ShapeDtypeStruct(nodes[p].shape, D.DTYPES[nodes[p].dtype],
                                         sharding=jax.sharding.SingleDeviceSharding(self._device))
                    for p in graph.params]
-        function = _Function(fn, structs, f"{graph.key:016x} ({name})", source)
+        function = _Function(fn, structs, f"{graph.key:016x} ({name})", source,
+                             EXACT_CPU_OPTIONS if self.device == "cpu" else None)
         lowered, _ = function.compile()
         op_names = tuple(n.op.name for n in nodes if n.inputs)
         lines = sorted({n.source for n in nodes if n.source})
