@@ -145,6 +145,16 @@ def test_a_division_by_a_constant_is_a_division():
     np.testing.assert_array_equal(got, a / b / 0.1)
 
 
+def test_a_proven_zero_plus_minus_zero_is_zero_with_the_documented_sign_caveat():
+    h = np.array([8, 5, 7], np.uint8)
+    with lr.backend("jax"):
+        x = lr.tensor(h) ^ lr.tensor(np.int64(9))
+        x ^= x
+        got = (x + -0.0).numpy()
+        assert lr.backends.get("jax").exact_zero_signs is False   # README's jax row
+    assert got.dtype == np.float64 and (got == 0).all()         # NumPy: +0.0, XLA: -0.0
+
+
 def test_a_jax_cpu_client_started_first_is_measured_and_warned_about():
     script = ("import os, warnings\n"
               "os.environ.pop('XLA_FLAGS', None)\n"

@@ -202,9 +202,13 @@ class _Function:
 
 class JaxBackend:
     name = "jax"
-    #: XLA flushes subnormal floats to zero on CPU and TPU (inputs and results):
-    #: the one way this backend's values differ from NumPy's
+    #: XLA flushes subnormal floats to zero on CPU and TPU (inputs and results)
     flushes_subnormals = True
+    #: the other way its values differ from NumPy's: the StableHLO canonicalizer
+    #: that runs before any XLA pass (no flag turns it off) takes +0.0 as the
+    #: additive identity where it proves an operand zero (``(x ^ x) + y`` is ``y``,
+    #: so -0.0 where NumPy gives 0.0); zeros compare by value here
+    exact_zero_signs = False
     #: results stay on the device as ``jax.Array`` until read (lazyrt.backends.base)
     device_values = True
 
