@@ -136,7 +136,9 @@ class _Planner:
                            "indices of a gather: their range is checked before the kernel runs")
             else:
                 continue
-            for j, why in zip(n.inputs, (operand,) * 2 if isinstance(operand, str) else operand):
+            if isinstance(operand, str):
+                operand = (operand,) * len(n.inputs)
+            for j, why in zip(n.inputs, operand):
                 base, _ = self.view_base(j)
                 if not self.is_buffer_node(base):
                     self.must.setdefault(base, (LEGALITY, why))
