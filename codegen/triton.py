@@ -40,7 +40,9 @@ Kernel kinds:
 
 Pass structure as in :mod:`codegen.c`, from the layout both emitters read
 (:mod:`codegen.layout`): a reduction whose argument uses another
-reduction's result runs in a later pass over the row.
+reduction's result runs in a later pass over the row. The reduction kinds
+are laid out by :mod:`codegen.triton_reduce`, the scans by
+:mod:`codegen.triton_scan`.
 
 NumPy semantics come from :mod:`lazyrt.kernels.triton_math` (``lzm``):
 NaN-propagating max/min, floor division/modulo, half-to-even rounding;
@@ -56,9 +58,9 @@ from lazyrt import dtypes as D
 from lazyrt.planner.kernel_ir import GatherCheck, KernelSpec, is_scan, statements_needed
 
 from .layout import kernel_layout
+from .triton_reduce import ReductionEmitter
 from .triton_scan import ScanEmitter, scan_kind
-from .triton_lower import (_COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float, expression,
-                           load_expr, store_value)
+from .triton_lower import _COMPUTE_T, expression, load_expr, store_value
 
 #: longest row a reduction keeps in registers (one program, one block)
 PERSISTENT_MAX = 16384
@@ -164,7 +166,7 @@ def emit_triton(spec: KernelSpec, persistent_max: int = PERSISTENT_MAX) -> Trito
     return _Emitter(spec, persistent_max).run()
 
 
-class _Emitter(ScanEmitter):
+class _Emitter(ReductionEmitter, ScanEmitter):
     def __init__(self, spec: KernelSpec, persistent_max: int):
         self.s = spec
         self.red = tuple(spec.reduce_axes)
@@ -473,162 +475,3 @@ class _Emitter(ScanEmitter):
         self.compute(everything, 1, False, "mask")
         for k, o in enumerate(s.outputs):
             self.store(k, o, 1, "mask", True)
-
-    def reduction_body(self):
-        s = self.s
-        pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
-        self.line(1, f"pid = {pid}")
-        if self.outer:
-            self.decompose(1, "pid", self.outer)
-        for k, io in enumerate(s.inputs):
-            self.row_base(f"in{k}", io.index)
-        for k, io in enumerate(s.outputs):
-            self.row_base(f"out{k}", io.index)
-        for reduces in self.layout.passes:
-            self.reduction_pass(reduces)
-        row_outs = [(k, s.outputs[k]) for k in self.layout.row_outputs]
-        elem_outs = [(k, s.outputs[k]) for k in self.layout.elem_outputs]
-        self.compute(self.needed([o.value for _, o in row_outs]), 1, False, None)
-        for k, o in row_outs:
-            self.store(k, o, 1, None, False)
-        if elem_outs:
-            sids = self.needed([o.value for _, o in elem_outs])
-            self.compute(sids, 1, False, None)
-            depth = self.open_chunk()
-            self.compute(sids, depth, True, "rmask")
-            for k, o in elem_outs:
-                self.store(k, o, depth, "rmask", True)
-            self.close_chunk()
-
-    def row_base(self, prefix, imap):
-        terms = ([f"{prefix}_o"] if imap.offset else []) + \
-            self.stride_terms(prefix, imap, self.outer)
-        self.line(1, f"{prefix}_rb = {' + '.join(terms) or '0'}")
-
-    def open_chunk(self) -> int:
-        """Start one walk over the row; returns the depth of its body."""
-        depth = 1
-        if not self.looped and self.chunk_open:
-            return depth  # persistent: the whole row is already in registers
-        self.chunk_open = True
-        if self.looped:
-            self.line(1, "for start in range(0, row, BLOCK):")
-            depth = 2
-            self.line(depth, "r = start + tl.arange(0, BLOCK)")
-        else:
-            self.line(depth, "r = tl.arange(0, BLOCK)")
-        self.line(depth, "rmask = r < row")
-        self.decompose(depth, "r", self.red)
-        return depth
-
-    def close_chunk(self):
-        if self.looped:
-            self.elem_done.clear()  # values of one chunk do not outlive the loop
-
-    def reduction_pass(self, reduces):
-        args = [st.args[0] for st in reduces]
-        sids = self.needed(args)
-        self.compute(sids, 1, False, None)
-        for st in reduces:
-            self.declare_accumulator(st)
-        depth = self.open_chunk()
-        self.compute(sids, depth, True, "rmask")
-        for st in reduces:
-            self.accumulate(st, depth)
-        self.close_chunk()
-        for st in reduces:
-            self.finish(st)
-            self.row_done.add(st.id)
-
-    # -- reductions: per-lane accumulators, combined after the walk --
-    def arg_info(self, st):
-        code = self.s.body[st.args[0]].dtype
-        return code, _COMPUTE_T[code]
-
-    def declare_accumulator(self, st):
-        code, t = self.arg_info(st)
-        kind, acc = st.attr, f"acc{st.id}"
-        if kind in ("sum", "prod"):
-            at = _COMPUTE_T[st.acc]  # the op table's accumulator (float64 for floats)
-            self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'sum' else 1}, {at})")
-        elif kind in ("max", "min"):
-            self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(kind, code)}, {t})")
-            if _is_float(code):
-                self.line(1, f"nan{st.id} = tl.zeros([BLOCK], tl.int32)")
-        elif kind in ("any", "all"):
-            self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'any' else 1}, tl.int32)")
-        elif kind in ("argmax", "argmin"):
-            base = "max" if kind == "argmax" else "min"
-            self.line(1, f"best{st.id} = tl.full([BLOCK], {self.identity(base, code)}, {t})")
-            self.line(1, f"{acc} = tl.full([BLOCK], -1, tl.int64)")
-        else:
-            raise EmitError(f"the Triton emitter has no reduction {kind!r}")
-
-    def identity(self, kind, code) -> str:
-        if _is_float(code):
-            return '-float("inf")' if kind == "max" else 'float("inf")'
-        return str(_INT_MIN[code] if kind == "max" else _INT_MAX[code])
-
-    def accumulate(self, st, depth):
-        x = self.var(st.args[0])
-        code, t = self.arg_info(st)
-        kind, acc = st.attr, f"acc{st.id}"
-        if not self.elem[st.args[0]]:
-            x = f"tl.broadcast_to({x}, [BLOCK])"
-        if kind in ("sum", "prod"):
-            op = "+" if kind == "sum" else "*"
-            self.line(depth, f"{acc} = {acc} {op} tl.where(rmask, {x}.to({acc}.dtype), "
-                             f"{0 if kind == 'sum' else 1})")
-        elif kind in ("max", "min"):
-            cmp = ">" if kind == "max" else "<"
-            self.line(depth, f"{acc} = tl.where(rmask & ({x} {cmp} {acc}), {x}, {acc})")
-            if _is_float(code):
-                self.line(depth, f"nan{st.id} = nan{st.id} | (rmask & ({x} != {x})).to(tl.int32)")
-        elif kind == "any":
-            self.line(depth, f"{acc} = {acc} | (rmask & ({x} != 0)).to(tl.int32)")
-        elif kind == "all":
-            self.line(depth, f"{acc} = {acc} & ((rmask == 0) | ({x} != 0)).to(tl.int32)")
-        else:
-            cmp = ">" if kind == "argmax" else "<"
-            b = f"best{st.id}"
-            # per lane: the first best value seen (chunks come in row order);
-            # a NaN beats everything and is never replaced
-            better = f"(({x} {cmp} {b}) | ({acc} < 0))"
-            if _is_float(code):
-                better = f"((({x} {cmp} {b}) | ({x} != {x}) | ({acc} < 0)) & ({b} == {b}))"
-            self.line(depth, f"upd = rmask & {better}")
-            self.line(depth, f"{b} = tl.where(upd, {x}, {b})")
-            self.line(depth, f"{acc} = tl.where(upd, r.to(tl.int64), {acc})")
-
-    def finish(self, st):
-        code, t = self.arg_info(st)
-        kind, acc = st.attr, f"acc{st.id}"
-        out_t = _COMPUTE_T[st.dtype]
-        r = f"r{st.id}"
-        if kind == "sum":
-            self.line(1, f"{r} = tl.sum({acc}, axis=0).to({out_t})")
-        elif kind == "prod":
-            self.line(1, f"{r} = tl.reduce({acc}, 0, lzm.mul_combine).to({out_t})")
-        elif kind in ("max", "min"):
-            self.line(1, f"{r} = tl.{kind}({acc}, axis=0).to({out_t})")
-            if _is_float(code):
-                self.line(1, f"{r} = tl.where(tl.max(nan{st.id}, axis=0) > 0, "
-                             f"float(\"nan\"), {r}).to({out_t})")
-        elif kind == "any":
-            self.line(1, f"{r} = tl.max({acc}, axis=0) != 0")
-        elif kind == "all":
-            self.line(1, f"{r} = tl.min({acc}, axis=0) != 0")
-        elif kind in ("argmax", "argmin"):
-            b = f"best{st.id}"
-            big = str(2**62)
-            if _is_float(code):
-                self.line(1, f"nan_at = tl.min(tl.where(({b} != {b}) & ({acc} >= 0), {acc}, "
-                             f"{big}), axis=0)")
-            fn = "max" if kind == "argmax" else "min"
-            self.line(1, f"top = tl.{fn}(tl.where({acc} >= 0, {b}, "
-                         f"{self.identity(fn, code)}), axis=0)")
-            self.line(1, f"{r} = tl.min(tl.where(({acc} >= 0) & ({b} == top), {acc}, {big}), "
-                         f"axis=0)")
-            self.line(1, f"{r} = tl.where({r} == {big}, 0, {r})")
-            if _is_float(code):
-                self.line(1, f"{r} = tl.where(nan_at < {big}, nan_at, {r})")
