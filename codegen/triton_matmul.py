@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 from lazyrt import dtypes as D
 from lazyrt.codegen.layout import scalar_reads
-from lazyrt.codegen.triton import (HEADER, EmitError, _COMPUTE_T, expression, load_expr,
-                                   scalar_loads, store_value, triton_cdiv)
+from lazyrt.codegen.triton import HEADER, scalar_loads, triton_cdiv
+from lazyrt.codegen.triton_lower import (_COMPUTE_T, EmitError, expression, load_expr,
+                                         store_value)
 from lazyrt.planner.kernel_ir import IndexMap
 from lazyrt.planner.strided import contiguous_strides
 
