@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
+from lazyrt.ops import index_error
 
 GATHER, SCATTER_ADD = "gather", "scatter_add"
 
@@ -90,6 +91,5 @@ def index_bounds(spec: GatherScatterSpec) -> tuple:
 def out_of_range_message(spec: GatherScatterSpec, bad: int) -> str:
     """The IndexError a launcher raises for index ``bad``."""
     name = "lazyrt.take_along_axis" if spec.kind == GATHER else "lazyrt.scatter_add"
-    low, high = index_bounds(spec)
-    return (f"{name}: index {bad} is out of range for axis {spec.axis} of size {spec.size} "
-            f"(indices of shape {spec.shape}); indices must lie in [{low}, {high})")
+    return index_error(name, bad, f"axis {spec.axis} of size {spec.size} (indices of shape "
+                       f"{spec.shape})", spec.size, spec.negative)

@@ -282,13 +282,9 @@ class _Emitter(ReductionEmitter, ScanEmitter):
     def stmt_expr(self, st, mask) -> str:
         if st.op == "load":
             io = self.s.inputs[st.attr]
-            if self.tile:
-                mask = self.tile_mask(self.tile_dims(st.id))
-            elif not self.is_vector(st.id):
-                mask = None
             return load_expr(f"in{st.attr}", self.address(f"in{st.attr}", io.index,
                                                           self.elem[st.id]),
-                             io.dtype, mask)
+                             io.dtype, self.value_mask(st.id, mask))
         if st.op == "scalar":
             return f"s{st.attr}"
         if st.op == "reduce":  # over no axes
@@ -432,8 +428,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         elif kind == "scan_lanes":
             cols = s.domain[-1]
             tile = (cols, self.n_rows // cols if cols else 0)
-        checks = tuple(GatherCheck(s.body[st.args[0]].attr, st.attr[2], st.attr[3], st.attr[4],
-                                   st.attr[5]) for st in gathers)
+        checks = tuple(GatherCheck.of(s, st) for st in gathers)
         return TritonKernel(s.name, source, kind, buffers, tuple(self.iargs),
                             tuple(s.scalar_params), numel, self.row_len, tile, self.layout,
                             checks)

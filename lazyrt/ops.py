@@ -500,14 +500,19 @@ SEARCHSORTED = _def("searchsorted", OPAQUE, 2,
 # error (torch's gather and embedding). An index out of range raises IndexError when
 # the result is computed, on every backend, and is never read or written.
 
+def index_error(name, bad, where, n, negative) -> str:
+    """The message of the IndexError for index ``bad`` of op ``name``, every backend's."""
+    return (f"{name}: index {bad} is out of range for {where}; indices must lie in "
+            f"[{-n if negative else 0}, {n})")
+
+
 def check_indices(name, indices, n, negative, where):
     """Raise IndexError naming ``name`` when an index lies outside [-n, n) (or
     [0, n) when ``negative`` is false); ``where`` says which axis and shape."""
     low = -n if negative else 0
     bad = (indices < low) | (indices >= n)
     if bad.any():
-        raise IndexError(f"{name}: index {int(indices[bad][0])} is out of range for "
-                         f"{where}; indices must lie in [{low}, {n})")
+        raise IndexError(index_error(name, int(indices[bad][0]), where, n, negative))
 
 
 def _gather(src, indices, attrs):

@@ -33,9 +33,9 @@ def spec_for(step, buffers):
                    buffers[step.out].dtype)
 
 
-def _distinct_shape(spec) -> tuple:
-    """The indices' shape with broadcast (stride 0) axes read once."""
-    return tuple(1 if s == 0 else d for d, s in zip(spec.shape, spec.index_strides))
+def _distinct_shape(shape, strides) -> tuple:
+    """``shape`` with its broadcast (stride 0) axes read once."""
+    return tuple(1 if s == 0 else d for d, s in zip(shape, strides))
 
 
 def _raise_if_outside(flat, offset, shape, strides, bounds, message):
@@ -56,7 +56,8 @@ def _raise_if_outside(flat, offset, shape, strides, bounds, message):
 def check_indices_numpy(spec, flat):
     """Raise IndexError when an index in the flat index buffer ``flat`` is out of range."""
     if spec.shape:
-        _raise_if_outside(flat, spec.index_offset, _distinct_shape(spec), spec.index_strides,
+        shape = _distinct_shape(spec.shape, spec.index_strides)
+        _raise_if_outside(flat, spec.index_offset, shape, spec.index_strides,
                           index_bounds(spec), lambda bad: out_of_range_message(spec, bad))
 
 
@@ -69,7 +70,7 @@ class FusedGatherCheck:
         self.views = []
         for c in checks:
             index = spec.inputs[c.index]
-            shape = tuple(1 if st == 0 else d for d, st in zip(spec.domain, index.index.strides))
+            shape = _distinct_shape(spec.domain, index.index.strides)
             if 0 in spec.domain:
                 shape = (0,)  # an empty kernel reads no index
             self.views.append((index.buffer, index.index.offset, shape, index.index.strides, c))

@@ -170,8 +170,9 @@ class KernelBuilder:
             self.maybe_store(i, chain, v)
         return v
 
-    def view_of(self, i, chain) -> S.Strided:
-        v = S.Strided.contiguous(self.nodes[i].shape)
+    def view_of(self, i, chain, start=None) -> S.Strided:
+        """Node i's layout (``start``, else contiguous) seen through ``chain``."""
+        v = start or S.Strided.contiguous(self.nodes[i].shape)
         for name, attrs, node in chain:
             w = S.apply_view(v, name, attrs)
             if w is None:
@@ -210,13 +211,8 @@ class KernelBuilder:
             raise AssertionError("lazyrt internal: a fused gather's indices are not a load")
         base, bchain = self.p.view_base(src)
         source = self.p.strided_through(base, bchain)
-        at = S.Strided(tuple(n.shape), tuple(0 if a == axis else st
-                                              for a, st in enumerate(source.strides)),
-                       source.offset)
-        for name, attrs, node in chain:
-            at = S.apply_view(at, name, attrs)
-            if at is None:
-                raise Replan(i, "reshape of a gather's result needs a copy")
+        at = self.view_of(i, chain, S.Strided(tuple(n.shape), tuple(
+            0 if a == axis else st for a, st in enumerate(source.strides)), source.offset))
         imap = IndexMap(at.offset, at.strides)
         key = (self.buf_of[base], imap)
         if key not in self.input_slot:

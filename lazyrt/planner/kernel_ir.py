@@ -53,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import dtypes as D
+from ..ops import index_error
 
 #: dtypes whose arithmetic runs in a wider dtype, rounded back after every op
 #: as NumPy's float16 loops do: float16 in float32
@@ -169,22 +170,24 @@ class GatherCheck:
     def bounds(self) -> tuple:
         return (-self.size if self.negative else 0), self.size
 
+    @classmethod
+    def of(cls, spec: "KernelSpec", st: Stmt) -> "GatherCheck":
+        """The check of ``gather`` statement ``st`` of ``spec``."""
+        _, _, size, negative, axis, shape = st.attr
+        return cls(spec.body[st.args[0]].attr, size, negative, axis, shape)
+
     def message(self, bad: int) -> str:
-        low, high = self.bounds
-        return (f"lazyrt.take_along_axis: index {bad} is out of range for axis {self.axis} "
-                f"of size {self.size} (indices of shape {self.shape}); indices must lie in "
-                f"[{low}, {high})")
+        return index_error("lazyrt.take_along_axis", bad, f"axis {self.axis} of size "
+                           f"{self.size} (indices of shape {self.shape})", self.size,
+                           self.negative)
 
 
 def gather_checks(spec: KernelSpec) -> tuple:
     """A :class:`GatherCheck` per distinct ``gather`` in ``spec``."""
     checks = []
     for st in spec.body:
-        if st.op == "gather":
-            _, _, size, negative, axis, shape = st.attr
-            check = GatherCheck(spec.body[st.args[0]].attr, size, negative, axis, shape)
-            if check not in checks:
-                checks.append(check)
+        if st.op == "gather" and GatherCheck.of(spec, st) not in checks:
+            checks.append(GatherCheck.of(spec, st))
     return tuple(checks)
 
 
