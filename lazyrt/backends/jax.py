@@ -14,10 +14,7 @@ tracing, compiling and running happen inside ``jax.enable_x64(True)``.
 
 Rounding: XLA:CPU always lets LLVM fuse ``a * b + c`` into one FMA (one
 rounding, where NumPy and the other backends round the product and the sum
-each), and its algebraic simplifier turns a division by a constant into a
-multiplication by its rounded reciprocal. On the CPU each graph compiles
-without that pass (:data:`EXACT_CPU_OPTIONS`, per compile, not process-wide).
-For the FMA, no XLA flag turns contraction off by itself, but capping XLA:CPU's
+each). For the FMA, no XLA flag turns contraction off by itself, but capping XLA:CPU's
 ISA at AVX, which has no FMA instructions, does (:data:`EXACT_CPU_FLAG`; the cost
 measured within noise on an AVX-512 host). The backend adds that flag to
 ``$XLA_FLAGS`` before JAX's CPU client starts, unless the user's flags name
@@ -65,10 +62,6 @@ from .base import Built, compile_graph, frozen
 PLATFORM_VARIABLE = "LAZYRT_JAX_PLATFORM"
 #: caps XLA:CPU at an ISA without FMA instructions, so ``a * b + c`` rounds twice
 EXACT_CPU_FLAG = "--xla_cpu_max_isa=AVX"
-#: per-compile options on the CPU: no algebraic simplifier, which rewrites
-#: ``x / 0.1`` as ``x * 10`` (CI's fuzzer found it one ulp off); lazyrt's graphs
-#: come simplified already, and the cost measured within noise
-EXACT_CPU_OPTIONS = {"xla_disable_hlo_passes": "algsimp"}
 
 
 def request_exact_cpu_math() -> None:
@@ -173,9 +166,8 @@ class _Function:
     """A graph's lowered JAX function, compiled once per set of donated
     parameters (the set is the same every step of a loop: one extra compile)."""
 
-    def __init__(self, fn, structs, label, source, options=None):
+    def __init__(self, fn, structs, label, source):
         self._fn, self._structs, self._label, self._source = fn, structs, label, source
-        self._options = options or {}
         self._executables = {}
 
     def executable(self, donate: tuple):
@@ -190,7 +182,7 @@ class _Function:
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
             try:
                 lowered = jax.jit(self._fn, donate_argnums=donate).lower(*self._structs)
-                executable = lowered.compile(compiler_options=self._options)
+                executable = lowered.compile()
             except Exception as exc:  # noqa: BLE001 - any trace/compile failure, by name
                 raise CompileError(f"lazyrt: JAX could not compile graph {self._label}: "
                                    f"{type(exc).__name__}: {exc}\n{self._source}") from None
@@ -204,7 +196,10 @@ class JaxBackend:
     name = "jax"
     #: XLA flushes subnormal floats to zero on CPU and TPU (inputs and results)
     flushes_subnormals = True
-    #: the other way its values differ from NumPy's: the StableHLO canonicalizer
+    #: XLA's algebraic simplifier reassociates divisions (``(a / b) / c`` as
+    #: ``a / (b * c)``, ``x / 0.1`` as ``x * 10``): an ulp off NumPy there. Compiling
+    #: without it (``xla_disable_hlo_passes=algsimp``) crashed XLA on a gelu graph,
+    #: so it stays. And the StableHLO canonicalizer
     #: that runs before any XLA pass (no flag turns it off) takes +0.0 as the
     #: additive identity where it proves an operand zero (``(x ^ x) + y`` is ``y``,
     #: so -0.0 where NumPy gives 0.0); zeros compare by value here
@@ -261,8 +256,7 @@ class JaxBackend:
         structs = [jax.ShapeDtypeStruct(nodes[p].shape, D.DTYPES[nodes[p].dtype],
                                         sharding=jax.sharding.SingleDeviceSharding(self._device))
                    for p in graph.params]
-        function = _Function(fn, structs, f"{graph.key:016x} ({name})", source,
-                             EXACT_CPU_OPTIONS if self.device == "cpu" else None)
+        function = _Function(fn, structs, f"{graph.key:016x} ({name})", source)
         lowered, _ = function.compile()
         op_names = tuple(n.op.name for n in nodes if n.inputs)
         lines = sorted({n.source for n in nodes if n.source})
