@@ -63,6 +63,14 @@ def _lazy(out):
 
 
 def dispatch(func, args, kwargs):
+    pure = _PURE.get(id(func))
+    if pure is not None and not kwargs:
+        try:
+            out = pure(*args)
+        except Exception:  # noqa: BLE001  the full path below raises it as eager torch does
+            out = NotImplemented
+        if out is not NotImplemented:
+            return LazyTensor(out)
     state = _state
     level = getattr(state, "depth", 0)
     state.depth = level + 1
@@ -77,6 +85,24 @@ def dispatch(func, args, kwargs):
 #: needs to know of it, and the overload itself (kept alive, so its id stays its
 #: own). Filled on first use; the tables are complete once this module is imported.
 _PLANS: dict = {}
+
+
+#: the fast lane, keyed as ``_PLANS``: overloads whose lowering records and returns
+#: one lazyrt tensor and never calls back into torch (views, pointwise, matmul), so
+#: none of the steps below can apply and no nesting depth is needed. About two
+#: thirds of a transformer step's ops (most of them views functionalization
+#: replays) take it; a call with keywords, one the lowering declines, and any
+#: error go the full way (which checks devices first and words errors as eager
+#: torch does).
+_PURE: dict = {}
+PURE_OPS = [getattr(aten, packet).default for packet in (
+    "view_copy", "_unsafe_view", "t_copy", "permute_copy", "expand_copy", "detach_copy",
+    "alias_copy", "mm", "bmm", "addmm", "relu", "threshold_backward")]
+PURE_OPS += [aten.transpose_copy.int, aten.unsqueeze_copy.default, aten.squeeze_copy.dim,
+             aten.squeeze_copy.dims, aten.squeeze_copy.default, aten.select_copy.int,
+             aten.slice_copy.Tensor, aten.sum.dim_IntList, aten.add.Tensor, aten.sub.Tensor,
+             aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.add.Scalar,
+             aten.neg.default, aten.exp.default, aten.tanh.default, aten.where.self]
 
 
 def _plan(func):
@@ -238,6 +264,7 @@ def _decompositions():
 
 
 DECOMPOSITIONS = _decompositions()
+_PURE.update((id(op), LOWERINGS[op]) for op in PURE_OPS)
 
 
 # --- the counted fallback ----------------------------------------------------------------------

@@ -47,6 +47,7 @@ def code_of(dtype: torch.dtype) -> int:
 
 
 _make_wrapper_subclass = torch.Tensor._make_wrapper_subclass
+_STRIDED = torch.strided
 
 
 class LazyTensor(torch.Tensor):
@@ -59,12 +60,11 @@ class LazyTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, value, requires_grad=False):
         node = value._node
-        if requires_grad:
-            out = _make_wrapper_subclass(cls, node.shape, dtype=TORCH_OF_CODE[node.dtype],
-                                         device=DEVICE, requires_grad=True)
-        else:  # one keyword fewer for torch's argument parser: most results, every op
-            out = _make_wrapper_subclass(cls, node.shape, dtype=TORCH_OF_CODE[node.dtype],
-                                         device=DEVICE)
+        # positional: torch's argument parser matches keywords by name, which costs a
+        # fifth of the call (this runs for every result of every op)
+        out = _make_wrapper_subclass(cls, node.shape, None, None, None,
+                                     TORCH_OF_CODE[node.dtype], _STRIDED, DEVICE, False,
+                                     requires_grad)
         out.value = value
         return out
 
