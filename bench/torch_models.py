@@ -8,10 +8,10 @@ functionalization, recording) is a fixed cost per step, the kernels grow with th
 batch, so one size is where the trace weighs most and the other where the
 kernels do:
 
-* the small batch: an eager float32 step of about 10 ms (MLP) and 20 ms
-  (transformer) on two cores of an idle machine, the bottom of the issue's
-  "tens of milliseconds";
-* the large batch, 4× the small: 25 and 70 ms, well inside it.
+* the small batch, where the trace weighs most: an eager float32 step of 7-10 ms
+  (MLP, below the issue's "tens of milliseconds") and 17-25 ms (transformer, at
+  the bottom of it), on two cores of the hosts seen so far;
+* the large batch, 4x the small: 22-25 and 65-70 ms, inside the issue's range.
 """
 from __future__ import annotations
 
