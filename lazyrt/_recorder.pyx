@@ -247,8 +247,16 @@ def restart_cut_count(uint64_t pending):
 # --- nodes --------------------------------------------------------------------
 
 @cython.final
+@cython.no_gc
 cdef class Node:
     """One recorded op: (op, dtype, shape, inputs, attrs) and its hash.
+
+    Not tracked by Python's cyclic garbage collector: a node refers only to its
+    inputs (older nodes: a DAG), tuples of numbers, its value (an array or a
+    number) and a code object, so it is never part of a reference cycle and
+    reference counting frees it. A step's graph is a thousand nodes; tracked,
+    they made most of the allocations that start the collector's young-generation
+    passes and, surviving them until the barrier, fed its full collections.
 
     A node that has been computed is turned into a data leaf in place: its
     value is bound and its inputs dropped, releasing the graph behind it.
