@@ -376,3 +376,83 @@ def test_cpu_index_tensors_may_index_a_lazy_tensor(torch_backend):
         lx[idx[:2]] = -1.0
     x[idx[:2]] = -1.0
     assert_same(lx, x)
+
+
+def _specials(dtype):
+    """Values that tell rounding, sign and NaN rules apart: halves, signed zeros,
+    inf, NaN (floats), and negative and positive integers."""
+    if dtype.is_floating_point:
+        return torch.tensor([[-2.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.7],
+                             [float("inf"), -float("inf"), float("nan"), 0.3, -0.7, 9.0,
+                              -1e-30, 1e30]], dtype=dtype)
+    return torch.tensor([[-7, -2, 0, 1, 2, 5, 9, -9], [3, -3, 4, -4, 8, 100, -100, 1]],
+                        dtype=dtype)
+
+
+def _ints(x):
+    """Integers from ``x`` (a float's inf, NaN and 1e30 become 0: their int64 cast
+    is undefined, and backends differ)."""
+    if not x.dtype.is_floating_point:
+        return x
+    return torch.where(x.isfinite() & (x.abs() < 1e6), x, 0).long()
+
+
+ELEMENTWISE_MORE = {
+    "tan": torch.tan, "asin": lambda x: torch.asin(x / 200), "acos": lambda x: torch.acos(x / 200),
+    "atan": torch.atan, "sinh": lambda x: torch.sinh(x / 4), "cosh": lambda x: torch.cosh(x / 4),
+    "asinh": torch.asinh, "acosh": lambda x: torch.acosh(x.abs() + 1),
+    "atanh": lambda x: torch.atanh(x / 200), "log2": lambda x: torch.log2(x.abs() + 1),
+    "log10": lambda x: torch.log10(x.abs() + 1), "exp2": lambda x: torch.exp2(x / 8),
+    "round": torch.round, "round_decimals": lambda x: torch.round(x * 1.37, decimals=1)
+    if x.dtype.is_floating_point else torch.round(x),
+    "round_neg_decimals": lambda x: torch.round(x * 37.5, decimals=-1)
+    if x.dtype.is_floating_point else torch.round(x),
+    "signbit": torch.signbit, "atan2": lambda x: torch.atan2(x, x.flip(1)),
+    "hypot": lambda x: torch.hypot(x, x.flip(1)) if x.dtype.is_floating_point
+    else torch.hypot(x.double(), x.flip(1).double()),
+    "copysign": lambda x: torch.copysign(x, x.flip(1)),
+    "logical_xor": lambda x: torch.logical_xor(x, x.flip(1)),
+    "fmod": lambda x: torch.fmod(x, torch.where(x.flip(1) == 0, 3, x.flip(1)))
+    if not x.dtype.is_floating_point else torch.fmod(_ints(x), 3),
+    "fmod_scalar": lambda x: torch.fmod(_ints(x), -4),
+    "fmax": lambda x: torch.fmax(x, x.flip(1)), "fmin": lambda x: torch.fmin(x, x.flip(0)),
+    "shifts": lambda x: torch.bitwise_left_shift(_ints(x), 3) + (_ints(x) >> 2),
+    "pad": lambda x: torch.nn.functional.pad(x, (2, -1, 1, 0), value=-1.5
+                                             if x.dtype.is_floating_point else 4),
+}
+
+
+@pytest.mark.parametrize("op", list(ELEMENTWISE_MORE))
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.float64])
+def test_more_elementwise_lowerings_match_eager_with_no_fallback(torch_backend, op, dtype):
+    """The inverse trigonometric and hyperbolic functions, log2/log10/exp2, rounding
+    (with decimals), signbit, atan2, hypot, copysign, logical_xor, fmod (integers),
+    fmax/fmin, shifts and constant padding: native on every backend, on halves,
+    signed zeros, inf and NaN, as eager computes them."""
+    x = _specials(dtype)
+    want = ELEMENTWISE_MORE[op](x)
+    lr.metrics.reset()
+    got = ELEMENTWISE_MORE[op](x.to("lazy"))
+    f32 = want.dtype == torch.float32
+    assert_same(got, want, rtol=4e-6 if f32 else 1e-13, atol=1e-6 if f32 else 1e-13)
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+
+
+REFUSED = {  # (input, call): eager's CPU kernels lack these dtypes
+    "hypot_int": (torch.tensor([1, 2]), lambda x: torch.hypot(x, x)),
+    "round_bool": (torch.tensor([True, False]), torch.round),
+    "shift_float": (torch.tensor([1.0, 2.0]), lambda x: torch.bitwise_left_shift(x, 1)),
+    "fmod_bool": (torch.tensor([True, False]), lambda x: torch.fmod(x, x)),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_dtypes_eager_refuses_are_refused(torch_backend, case):
+    """``hypot`` of integers, ``round`` of bools, a shift of floats: eager's error,
+    not a computed value."""
+    x, call = REFUSED[case]
+    with pytest.raises(RuntimeError) as eager:
+        call(x)
+    with pytest.raises(RuntimeError) as lazy:
+        call(x.to("lazy"))
+    assert str(eager.value) in str(lazy.value)

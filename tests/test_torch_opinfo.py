@@ -26,8 +26,9 @@ UNINITIALIZED = {"empty_like", "new_empty", "new_empty_strided"}
 #: fall back, and are not what this file checks)
 NOT_NATIVE: set = set()
 #: lowerings that take some forms and leave the rest to the counted fallback
-#: (lazyrt/torch/indexing.py says which): their samples must match eager either way
-PARTIAL = {"gather", "scatter_add", "index_put"}
+#: (their lowerings say which: indexing.py, fmod of floats): their samples must match
+#: eager either way
+PARTIAL = {"gather", "scatter_add", "index_put", "fmod"}
 
 
 def _lowered_names():

@@ -69,11 +69,37 @@ def _check_alpha(out, alpha):
                            "floating point number.")
 
 
-def _binary(fn, kind):
+#: what eager's CPU kernel of an op takes, where it refuses some dtypes that
+#: lazyrt would compute (``hypot`` of ints, ``round`` of bools, shifts of floats):
+#: op name -> (eager's kernel name, the computation dtypes it takes)
+_EAGER_TAKES = {
+    "hypot": ("hypot_cpu", D.FLOATING),
+    "round": ("round_vml_cpu", D.FLOATING | D.INTEGRAL),
+    "bitwise_left_shift": ("lshift_cpu", D.INTEGRAL),
+    "bitwise_right_shift": ("rshift_cpu", D.INTEGRAL),
+    "fmod": ("fmod_cpu", D.FLOATING | D.INTEGRAL),
+}
+_EAGER_TAKES["__lshift__"] = _EAGER_TAKES["bitwise_left_shift"]  # ``x << n``
+_EAGER_TAKES["__rshift__"] = _EAGER_TAKES["bitwise_right_shift"]
+
+
+def _check_takes(name, comp):
+    """Eager's refusal, word for word, of a dtype its kernel lacks."""
+    takes = _EAGER_TAKES.get(name)
+    if takes is not None and comp not in takes[1]:
+        eager_name = {D.BOOL: "Bool", D.INT64: "Long", D.INT32: "Int", D.INT8: "Char",
+                      D.UINT8: "Byte", D.FLOAT16: "Half", D.FLOAT32: "Float",
+                      D.FLOAT64: "Double"}[comp]
+        raise RuntimeError(f'"{takes[0]}" not implemented for \'{eager_name}\'')
+
+
+def _binary(fn, kind, name=None):
     def lower(a, b, *, alpha=None):
         if fn is P.subtract:
             _check_sub(a, b)
         comp, out = promoted(kind, a, b)
+        if name is not None:
+            _check_takes(name, comp)
         if alpha is not None:
             _check_alpha(out, alpha)
         x, y = operand(a, comp), operand(b, comp)
@@ -84,9 +110,11 @@ def _binary(fn, kind):
     return lower
 
 
-def _unary(fn, kind):
+def _unary(fn, kind, name=None):
     def lower(a):
         comp, out = promoted(kind, a)
+        if name is not None:
+            _check_takes(name, comp)
         r = fn(operand(a, comp))
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
@@ -115,6 +143,14 @@ BINARY = [
     (aten.bitwise_and, P.bitwise_and, KIND.DEFAULT),
     (aten.bitwise_or, P.bitwise_or, KIND.DEFAULT),
     (aten.bitwise_xor, P.bitwise_xor, KIND.DEFAULT),
+    (aten.logical_xor, P.logical_xor, KIND.ALWAYS_BOOL),
+    (aten.atan2, P.atan2, KIND.INT_TO_FLOAT),
+    (aten.hypot, P.hypot, KIND.DEFAULT),
+    (aten.copysign, P.copysign, KIND.INT_TO_FLOAT),
+    (aten.bitwise_left_shift, P.bitwise_left_shift, KIND.DEFAULT),
+    (aten.bitwise_right_shift, P.bitwise_right_shift, KIND.DEFAULT),
+    (aten.__lshift__, P.bitwise_left_shift, KIND.DEFAULT),
+    (aten.__rshift__, P.bitwise_right_shift, KIND.DEFAULT),
 ]
 
 UNARY = [
@@ -141,12 +177,30 @@ UNARY = [
     (aten.isnan, P.isnan, KIND.ALWAYS_BOOL),
     (aten.isinf, P.isinf, KIND.ALWAYS_BOOL),
     (aten.isfinite, P.isfinite, KIND.ALWAYS_BOOL),
+    (aten.tan, P.tan, KIND.INT_TO_FLOAT),
+    (aten.asin, P.asin, KIND.INT_TO_FLOAT),
+    (aten.acos, P.acos, KIND.INT_TO_FLOAT),
+    (aten.atan, P.atan, KIND.INT_TO_FLOAT),
+    (aten.sinh, P.sinh, KIND.INT_TO_FLOAT),
+    (aten.cosh, P.cosh, KIND.INT_TO_FLOAT),
+    (aten.asinh, P.asinh, KIND.INT_TO_FLOAT),
+    (aten.acosh, P.acosh, KIND.INT_TO_FLOAT),
+    (aten.atanh, P.atanh, KIND.INT_TO_FLOAT),
+    (aten.log2, P.log2, KIND.INT_TO_FLOAT),
+    (aten.log10, P.log10, KIND.INT_TO_FLOAT),
+    (aten.round, P.round, KIND.DEFAULT),  # half to even, as eager rounds
+    (aten.signbit, P.signbit, KIND.ALWAYS_BOOL),
 ]
 
 for _packet, _fn, _kind in BINARY:
-    _register(_variants(_packet, "Tensor", "Scalar", "default"), _binary(_fn, _kind))
+    _register(_variants(_packet, "Tensor", "Scalar", "default", "Tensor_Scalar",
+                        "Scalar_Tensor"),
+              _binary(_fn, _kind, _packet.__name__ if _packet.__name__ in _EAGER_TAKES
+                      else None))
 for _packet, _fn, _kind in UNARY:
-    _register(_variants(_packet, "default"), _unary(_fn, _kind))
+    _register(_variants(_packet, "default"),
+              _unary(_fn, _kind, _packet.__name__ if _packet.__name__ in _EAGER_TAKES
+                     else None))
 _register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
 
 
@@ -256,6 +310,54 @@ def _hardtanh(a, lo=-1, hi=1):
 
 
 _register([aten.hardtanh.default], _hardtanh)
+
+
+def _exp2(a):
+    comp, _ = promoted(KIND.INT_TO_FLOAT, a)
+    return P.power(runtime_scalar(2, comp), operand(a, comp))
+
+
+def _fmod(a, b):
+    """C's truncated remainder (sign of the dividend), from lazyrt's floored one.
+    Exact for integers; a float result would need ``fmod`` itself (floored
+    remainder minus the divisor rounds), so floats take the counted fallback."""
+    comp, _ = promoted(KIND.DEFAULT, a, b)
+    _check_takes("fmod", comp)
+    if comp in D.FLOATING:
+        return NotImplemented
+    x, y = operand(a, comp), operand(b, comp)
+    zero = runtime_scalar(0, comp)
+    r = P.remainder(x, y)
+    return S.where(P.logical_and(r != zero, (r < zero) != (x < zero)), r - y, r)
+
+
+def _nan_ignoring(fn):
+    """``fmax``/``fmin``: ``maximum``/``minimum`` where a NaN loses to a number."""
+    def lower(a, b):
+        comp, _ = promoted(KIND.DEFAULT, a, b)
+        x, y = operand(a, comp), operand(b, comp)
+        if comp not in D.FLOATING:
+            return fn(x, y)
+        return S.where(P.isnan(y), x, S.where(P.isnan(x), y, fn(x, y)))
+    return lower
+
+
+def _round_decimals(a, *, decimals=0):
+    """eager's formula in the input's dtype: ``nearbyint(x * 10^d) / 10^d``, or
+    ``nearbyint(x / 10^-d) * 10^-d`` for negative ``d``."""
+    comp, _ = promoted(KIND.DEFAULT, a)
+    if comp not in D.FLOATING:
+        return NotImplemented
+    x = operand(a, comp)
+    ten = runtime_scalar(10.0 ** abs(decimals), comp)
+    return P.round(x / ten) * ten if decimals < 0 else P.round(x * ten) / ten
+
+
+_register([aten.exp2.default], _exp2)
+_register([aten.round.decimals], _round_decimals)
+_register([aten.fmod.Tensor, aten.fmod.Scalar], _fmod)
+_register([aten.fmax.default], _nan_ignoring(P.maximum))
+_register([aten.fmin.default], _nan_ignoring(P.minimum))
 _register([aten.gelu.default], _gelu)
 _register([aten.where.self], _where)
 _register([aten.lerp.Scalar, aten.lerp.Tensor], _lerp)

@@ -14,12 +14,14 @@ import torch
 
 from .. import _recorder as R
 from .. import _recorder_shapes as S
+from .. import dtypes as D
 from .. import ops as OPS
 from ..api import creation as C
 from ..api import pointwise as P
 from ..api import views as V
 from .lowerings import _dims_of_0d, _register
 from .operands import KIND, operand, promoted, value
+from .operands import value as value_of
 from .tensor import runtime_scalar
 
 aten = torch.ops.aten
@@ -187,3 +189,31 @@ def _cat(tensors, dim=0):
 
 
 _register([aten.cat.default], _cat)
+
+
+def _constant_pad_nd(a, pad, value=0):
+    """``F.pad(x, pad, value=v)``: ``pad`` holds (before, after) pairs from the last
+    dimension back; a negative one crops. A fill of the padded shape with the
+    (cropped) input set into it. Shapes eager refuses go on to the fallback,
+    which raises eager's error."""
+    x = value_of(a)
+    n = len(pad) // 2
+    if len(pad) % 2 or n > x.ndim:
+        return NotImplemented
+    crop, put, shape = [slice(None)] * x.ndim, [slice(None)] * x.ndim, list(x.shape)
+    for i in range(n):
+        d = x.ndim - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        start, stop = max(-before, 0), shape[d] + min(after, 0)
+        kept = stop - start
+        if kept < 0:  # cropped past the other end: eager's narrow() error
+            return NotImplemented
+        crop[d], put[d] = slice(start, start + kept), slice(max(before, 0),
+                                                          max(before, 0) + kept)
+        shape[d] = kept + max(before, 0) + max(after, 0)
+    out = C.full(tuple(shape), D.DTYPES[x._node.dtype].type(value).item(), x.dtype)
+    V.setitem(out, tuple(put), S.getitem(x, tuple(crop)))
+    return out
+
+
+_register([aten.constant_pad_nd.default], _constant_pad_nd)
