@@ -1,6 +1,7 @@
 """Softmax, log-softmax and layer norm lowered natively (lazyrt/torch/normalization.py),
 forward and backward, against eager torch on random shapes and dims; the forms
 they decline (0-d, float16, empty) still match eager through torch's decompositions."""
+import copy
 import math
 
 import pytest
@@ -129,3 +130,33 @@ def test_these_overloads_keep_their_decomposition_behind_the_lowering():
     for op in KEEP_DECOMPOSITION:
         assert op in dispatch.LOWERINGS and op in dispatch.DECOMPOSITIONS
     assert aten.native_layer_norm_backward.default in KEEP_DECOMPOSITION
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("make", ["group_norm", "group_norm_affine", "elu", "selu", "celu"])
+def test_group_norm_and_elus_train_with_no_fallback(torch_backend, dtype, make):
+    """``nn.GroupNorm`` and the ELU family, forward and backward, through torch's
+    decompositions of ``native_group_norm`` and ``elu`` (chosen in dispatch.py),
+    parameters' gradients included."""
+    torch.manual_seed(7)
+    module = {"group_norm": lambda: torch.nn.GroupNorm(2, 4, affine=False),
+              "group_norm_affine": lambda: torch.nn.GroupNorm(2, 4),
+              "elu": lambda: torch.nn.ELU(0.7), "selu": torch.nn.SELU,
+              "celu": lambda: torch.nn.CELU(1.3)}[make]().to(dtype)
+    if make == "group_norm_affine":
+        with torch.no_grad():
+            module.weight.uniform_(0.5, 1.5)
+            module.bias.uniform_(-0.5, 0.5)
+    lazy = lt.lazy(copy.deepcopy(module))
+    x, lx = _pair((3, 4, 5), dtype, seed=3)
+    weights = torch.arange(60, dtype=dtype).reshape(3, 4, 5) / 7
+    lr.metrics.reset()
+    out, lout = module(x), lazy(lx)
+    (out * weights).sum().backward()
+    (lout * weights.to("lazy")).sum().backward()
+    tol = 2e-5 if dtype == torch.float32 else 1e-12
+    assert_same(lout, out, rtol=tol, atol=tol)
+    assert_same(lx.grad, x.grad, rtol=tol, atol=tol)
+    for p, q in zip(module.parameters(), lazy.parameters()):
+        assert_same(q.grad, p.grad, rtol=tol, atol=tol)
+    assert lr.metrics.snapshot()["fallbacks"] == {}

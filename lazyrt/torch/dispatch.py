@@ -253,7 +253,8 @@ def _decompositions():
               aten._native_batch_norm_legit.no_stats,
               aten._native_batch_norm_legit_no_training.default,
               aten._native_batch_norm_legit_functional.default,
-              aten.native_batch_norm_backward.default]
+              aten.native_batch_norm_backward.default, aten.elu.default,
+              aten.native_group_norm.default]
     for op in chosen:
         if op in decomposition_table:
             table[op] = decomposition_table[op]
