@@ -456,3 +456,32 @@ def test_dtypes_eager_refuses_are_refused(torch_backend, case):
     with pytest.raises(RuntimeError) as lazy:
         call(x.to("lazy"))
     assert str(eager.value) in str(lazy.value)
+
+
+def test_one_hot_scatter_and_topk_are_native(torch_backend):
+    """``F.one_hot`` (a scatter of one value per row), ``scatter`` of a value or of
+    one element per row, and ``topk`` (values, and indices that pick them), with
+    no fallback; an index out of range is an error, not a silent miss."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    labels = torch.tensor([0, 3, 5, 3, 1])
+    lr.metrics.reset()
+    assert_same(torch.nn.functional.one_hot(labels.to("lazy"), 6), torch.nn.functional.one_hot(labels, 6))
+    rows = torch.tensor([[2], [5], [0], [2]])
+    src = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    assert_same(x.to("lazy").scatter(1, rows.to("lazy"), src.to("lazy")),
+                x.scatter(1, rows, src))
+    many = torch.tensor([[1, 1, 4], [0, 5, 5], [2, 3, 2], [0, 0, 0]])
+    assert_same(x.to("lazy").scatter(1, many.to("lazy"), -1.0), x.scatter(1, many, -1.0))
+    ints = torch.arange(24).reshape(4, 6)
+    cols = torch.tensor([[3, 0, 1, 2, 0, 3]])
+    assert_same(ints.to("lazy").scatter(0, cols.to("lazy"), 7), ints.scatter(0, cols, 7))
+    for k, dim, largest in ((3, 1, True), (2, 0, False), (6, -1, True)):
+        values, index = torch.topk(x.to("lazy"), k, dim, largest)
+        want = torch.topk(x, k, dim, largest)
+        assert_same(values, want.values)
+        assert_same(index, want.indices)  # no ties in random floats: eager's order
+    assert lr.metrics.snapshot()["fallbacks"] == {}
+    with pytest.raises(IndexError, match="out of range"):
+        x.to("lazy").scatter(1, torch.tensor([[1], [6], [0], [2]]).to("lazy"), 1.0).cpu()
+

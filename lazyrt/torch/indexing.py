@@ -2,13 +2,18 @@
 integer index tensor (what ``nn.Embedding`` and ``x[idx]`` record) through
 lazyrt's ``take``; ``gather``, ``scatter_add`` and ``index_put(accumulate=True)``
 (an embedding's backward) through ``take_along_axis``, ``scatter_add`` and
-``index_add``; ``flip``, ``repeat``, ``sort``, ``cumsum``/``cumprod``.
+``index_add``; ``scatter`` of one value, or of one element per row (what
+``F.one_hot`` records), through a ``scatter_add`` of hit counts (its kernel
+range-checks the indices) and a select; ``flip``, ``repeat``, ``sort``, ``topk``,
+``cumsum``/``cumprod``.
 
 Other forms return ``NotImplemented`` and go on to the next stage (a
 decomposition, or the counted fallback): ``index`` with a boolean mask (a
 data-dependent shape) or several index tensors, ``index_put`` without
 ``accumulate`` (repeated indices would race), a ``scatter_add`` whose index
-covers only part of the other axes.
+covers only part of the other axes, a ``scatter`` of a tensor with more than one
+element per row along its axis (which of two writes to one place wins is
+unspecified in eager too, and lazyrt keeps no order).
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from ..api import reductions as RD
 from ..api import sorting as SO
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
 from .operands import value
-from .tensor import LazyTensor, code_of, from_cpu
+from .tensor import LazyTensor, code_of, from_cpu, runtime_scalar
 
 aten = torch.ops.aten
 
@@ -65,6 +70,44 @@ def _scatter_add(a, dim, index, src):
         return NotImplemented
     v = S.getitem(v, tuple(slice(0, n) for n in idx.shape))  # src is read over the index
     return IX.scatter_add(x, idx, v, axis=axis, negative_indices=False)
+
+
+def _scatter(a, dim, index, src):
+    """``a.scatter(dim, index, src)`` where ``src`` is one value, or the index has
+    one element per row along ``dim``: the places hit, counted by a scatter-add
+    (which refuses an index out of range as eager does), take the new value."""
+    x, idx = value(a), _index_tensor(index)
+    axis = dim % max(x.ndim, 1)
+    if x.ndim == 0 or idx.ndim != x.ndim or any(
+            n != m for k, (n, m) in enumerate(zip(idx.shape, x.shape)) if k != axis):
+        return NotImplemented
+    if isinstance(src, torch.Tensor) and src.dim():
+        if idx.shape[axis] != 1:
+            return NotImplemented
+        new = S.getitem(value(src), tuple(slice(0, n) for n in idx.shape))
+        new = P.astype(new, x.dtype)
+    else:
+        fill = src.item() if isinstance(src, torch.Tensor) else src
+        new = runtime_scalar(D.DTYPES[x._node.dtype].type(fill).item(), x._node.dtype)
+    zeros = C.full(x.shape, 0, D.int32)
+    hits = IX.scatter_add(zeros, idx, C.full(idx.shape, 1, D.int32), axis=axis,
+                          negative_indices=False)
+    return S.where(hits > runtime_scalar(0, D.INT32), new, x)
+
+
+def _topk(a, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (smallest) along ``dim``, from a stable sort: NaN counts as
+    the largest, as in eager; ties may come in another order than eager's, whose
+    order for them is unspecified."""
+    x = value(a)
+    if x.ndim == 0 and k == 1 and dim in (0, -1):  # a 0-d tensor is its own top 1
+        return P.astype(x, x.dtype), C.full((), 0, D.int64)
+    if x.ndim == 0 or not 0 <= k <= x.shape[dim]:
+        return NotImplemented  # eager's error (or its k=0 0-d form) from the fallback
+    first = tuple(slice(0, k) if i == dim % x.ndim else slice(None) for i in range(x.ndim))
+    order = SO.argsort(x, axis=dim, descending=largest, stable=True)
+    values = SO.sort(x, axis=dim, descending=largest, stable=True)
+    return S.getitem(values, first), S.getitem(order, first)
 
 
 def _index_put(a, indices, values, accumulate=False):
@@ -169,6 +212,8 @@ KEEP_DECOMPOSITION.add(aten.embedding_dense_backward.default)
 _register([aten.flip.default], _flip)
 _register([aten.repeat.default], _repeat)
 _register([aten.sort.default, aten.sort.stable], _sort)
+_register([aten.topk.default], _topk)
+_register([aten.scatter.value, aten.scatter.src], _scatter)
 _register([aten.cumsum.default], _cumulative(RD.cumulative_sum))
 _register([aten.cumprod.default], _cumulative(RD.cumulative_prod))
 
