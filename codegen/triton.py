@@ -333,6 +333,12 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         if element:
             if not self.elem[out.value]:
                 v = f"tl.broadcast_to({v}, [BLOCK])"
+            if not any(out.index.strides[a] for a in self.red):
+                # the value varies along the reduce axes, the address does not: a row
+                # of one element (an unsqueezed 0-d value reduced beside the value
+                # itself reads one input slot). The pointer spans the row, as the
+                # mask does, and the one lane stores.
+                idx += " + r * 0"
             self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)}, mask={mask})")
         else:
             self.line(depth, f"tl.store(out{k} + {idx}, {store_value(v, out.dtype)})")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -594,9 +595,15 @@ def test_random_dag_matches_eager_numpy(backend, record_property):
             note(program.listing())
             expected = [drawer.pool[j].t.numpy() for j in program.outputs]
             del drawer
-        got = replay(program)
-        lr.sync(*got)
-        got = [g.numpy() for g in got]
+        try:
+            got = replay(program)
+            lr.sync(*got)
+            got = [g.numpy() for g in got]
+        except Exception:
+            # printed, not only noted: when hypothesis then reports the example as
+            # flaky (its replay drew differently), the captured output still has it
+            print(f"{backend} failed on this program:\n{program.listing()}", file=sys.stderr)
+            raise
         for k, (g, w) in enumerate(zip(got, expected)):
             assert_same(g, w, f"output {k} (v{program.outputs[k]}) on {backend}")
 

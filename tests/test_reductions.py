@@ -243,3 +243,19 @@ def test_row_results_are_stored_even_when_rows_are_empty_or_single(backend, shap
     with np.errstate(all="ignore"):
         assert_matches(lr.tensor(x).var(axis=axis), np.var(x, axis=axis))
         assert_matches(lr.tensor(x).mean(axis=axis), np.mean(x, axis=axis))
+
+
+def test_a_value_beside_its_own_one_element_reduction(backend):
+    """A 0-d value, unsqueezed and reduced over its one element, combined with the
+    value itself (the DAG fuzzer's find on Triton): one kernel reads the input both
+    per element and per row through one slot, and its 0-d output is stored from the
+    row's one lane."""
+    v0 = lr.tensor(np.float32(3.0))
+    v2 = 0.1 * v0
+    row = lr.expand_dims(v2, axis=-1)
+    out = lr.maximum(v0.astype("int64"), lr.min(row, axis=0))
+    lr.sync(out, row)
+    x = np.float32(3.0)
+    assert_matches(out, np.maximum(np.int64(x), np.min(np.expand_dims(np.float32(0.1) * x, -1),
+                                                        axis=0)))
+    assert_matches(row, np.expand_dims(np.float32(0.1) * x, -1))
