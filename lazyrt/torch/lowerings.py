@@ -40,8 +40,10 @@ def _register(overloads, fn):
 
 
 def _variants(packet, *names):
-    """``packet.<name>`` for each overload name that exists (``default``, ``Tensor``...)."""
-    return [getattr(packet, n) for n in names if n in packet.overloads()]
+    """``packet.<name>`` for each overload name that exists (``default``, ``Tensor``...)
+    and returns a tensor (``copysign.default`` is the Python-number form)."""
+    found = [getattr(packet, n) for n in names if n in packet.overloads()]
+    return [o for o in found if str(o._schema.returns[0].type) == "Tensor"]
 
 
 # --- pointwise, generated ------------------------------------------------------
