@@ -100,10 +100,15 @@ def test_materializing_calls_count_with_the_users_line(torch_backend):
     assert all(where.startswith(__file__) for where in lines), lines
 
 
-def test_lazy_with_a_cpu_tensor_is_an_error_naming_both_devices(torch_backend):
-    x = torch.ones(3).to("lazy")
+@pytest.mark.parametrize("call", [
+    lambda x, c: x + c, lambda x, c: x * c, lambda x, c: torch.mm(x, c),
+    lambda x, c: torch.addmm(x, x, c), lambda x, c: torch.where(x > 0, x, c),
+    lambda x, c: torch.atan2(x, c)])
+def test_lazy_with_a_cpu_tensor_is_an_error_naming_both_devices(torch_backend, call):
+    """The same error on the dispatcher's fast lane (pointwise, matmul) as elsewhere."""
+    x = torch.ones(3, 3).to("lazy")
     with pytest.raises(RuntimeError, match="lazy and cpu"):
-        x + torch.ones(3)
+        call(x, torch.ones(3, 3))
 
 
 def test_zero_dim_cpu_tensors_and_numbers_are_runtime_scalars(torch_backend):
