@@ -13,25 +13,25 @@ from ..api import pointwise as P
 from ..api import views as V
 from .lowerings import _register
 from .operands import value
-from .tensor import code_of, from_cpu
+from .tensor import code_of, from_cpu, number_of
 
 aten = torch.ops.aten
 
 
-def _full_of(shape, fill, dtype):
+def full_of(shape, fill, dtype):
     code = code_of(dtype)
-    return C.full(tuple(shape), D.DTYPES[code].type(fill).item(), D.DTYPES[code])
+    return C.full(tuple(shape), number_of(fill, code), D.DTYPES[code])
 
 
 def _like(fill):
     def lower(a, *, dtype=None, **_ignored):
-        return _full_of(a.shape, fill, dtype or a.dtype)
+        return full_of(a.shape, fill, dtype or a.dtype)
     return lower
 
 
 def _new(fill):
     def lower(a, size, *args, dtype=None, **_ignored):
-        return _full_of(size, fill, dtype or a.dtype)
+        return full_of(size, fill, dtype or a.dtype)
     return lower
 
 
@@ -47,12 +47,12 @@ def _copy(dst, src, non_blocking=False):
 _register([aten.ones_like.default], _like(1))
 _register([aten.zeros_like.default, aten.empty_like.default], _like(0))
 _register([aten.full_like.default], lambda a, fill, *, dtype=None, **_k:
-          _full_of(a.shape, fill, dtype or a.dtype))
+          full_of(a.shape, fill, dtype or a.dtype))
 _register([aten.new_ones.default], _new(1))
 _register([aten.new_zeros.default, aten.new_empty.default, aten.new_empty_strided.default],
           _new(0))
 _register([aten.new_full.default], lambda a, size, fill, *, dtype=None, **_k:
-          _full_of(size, fill, dtype or a.dtype))
-_register([aten.fill.Scalar], lambda a, fill: _full_of(a.shape, fill, a.dtype))
-_register([aten.zero.default], lambda a: _full_of(a.shape, 0, a.dtype))
+          full_of(size, fill, dtype or a.dtype))
+_register([aten.fill.Scalar], lambda a, fill: full_of(a.shape, fill, a.dtype))
+_register([aten.zero.default], lambda a: full_of(a.shape, 0, a.dtype))
 _register([aten.copy.default], _copy)

@@ -30,7 +30,7 @@ from ..api import reductions as RD
 from ..api import sorting as SO
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
 from .operands import value
-from .tensor import LazyTensor, code_of, from_cpu, runtime_scalar
+from .tensor import LazyTensor, code_of, from_cpu, number_of, runtime_scalar
 
 aten = torch.ops.aten
 
@@ -88,7 +88,7 @@ def _scatter(a, dim, index, src):
         new = P.astype(new, x.dtype)
     else:
         fill = src.item() if isinstance(src, torch.Tensor) else src
-        new = runtime_scalar(D.DTYPES[x._node.dtype].type(fill).item(), x._node.dtype)
+        new = runtime_scalar(number_of(fill, x._node.dtype), x._node.dtype)
     zeros = C.full(x.shape, 0, D.int32)
     hits = IX.scatter_add(zeros, idx, C.full(idx.shape, 1, D.int32), axis=axis,
                           negative_indices=False)
@@ -105,9 +105,14 @@ def _topk(a, k, dim=-1, largest=True, sorted=True):
     if x.ndim == 0 or not 0 <= k <= x.shape[dim]:
         return NotImplemented  # eager's error (or its k=0 0-d form) from the fallback
     first = tuple(slice(0, k) if i == dim % x.ndim else slice(None) for i in range(x.ndim))
-    order = SO.argsort(x, axis=dim, descending=largest, stable=True)
-    values = SO.sort(x, axis=dim, descending=largest, stable=True)
-    return S.getitem(values, first), S.getitem(order, first)
+    order = S.getitem(SO.argsort(x, axis=dim, descending=largest, stable=True), first)
+    return _picked(x, order, dim), order
+
+
+def _picked(x, order, dim):
+    """The values ``order`` (argsort's indices) picks along ``dim``: a gather the
+    planner fuses, where a second sort would run on the host again."""
+    return IX.take_along_axis(x, order, axis=dim, negative_indices=False)
 
 
 def _index_put(a, indices, values, accumulate=False):
@@ -186,7 +191,7 @@ def _sort(a, dim=-1, descending=False, *, stable=None):
     if x.ndim == 0:
         return P.astype(x, x.dtype), C.full((), 0, D.int64)
     order = SO.argsort(x, axis=dim, descending=descending, stable=True)
-    return SO.sort(x, axis=dim, descending=descending, stable=True), order
+    return _picked(x, order, dim), order
 
 
 def _cumulative(fn):

@@ -25,7 +25,7 @@ from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .operands import KIND, operand, promoted, value
-from .tensor import code_of, runtime_scalar
+from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -85,23 +85,27 @@ _EAGER_TAKES["__lshift__"] = _EAGER_TAKES["bitwise_left_shift"]  # ``x << n``
 _EAGER_TAKES["__rshift__"] = _EAGER_TAKES["bitwise_right_shift"]
 
 
-def _check_takes(name, comp):
-    """Eager's refusal, word for word, of a dtype its kernel lacks."""
-    takes = _EAGER_TAKES.get(name)
-    if takes is not None and comp not in takes[1]:
-        eager_name = {D.BOOL: "Bool", D.INT64: "Long", D.INT32: "Int", D.INT8: "Char",
-                      D.UINT8: "Byte", D.FLOAT16: "Half", D.FLOAT32: "Float",
-                      D.FLOAT64: "Double"}[comp]
-        raise RuntimeError(f'"{takes[0]}" not implemented for \'{eager_name}\'')
+#: torch's names of its scalar types, as its dtype errors spell them
+_SCALAR_TYPE_NAMES = {D.BOOL: "Bool", D.INT8: "Char", D.UINT8: "Byte", D.INT32: "Int",
+                      D.INT64: "Long", D.FLOAT16: "Half", D.FLOAT32: "Float",
+                      D.FLOAT64: "Double"}
 
 
-def _binary(fn, kind, name=None):
+def _check_takes(takes, comp):
+    """Eager's refusal, word for word, of a dtype its kernel lacks (``takes``: an
+    ``_EAGER_TAKES`` entry)."""
+    if comp not in takes[1]:
+        raise RuntimeError(f'"{takes[0]}" not implemented for '
+                           f"'{_SCALAR_TYPE_NAMES[comp]}'")
+
+
+def _binary(fn, kind, takes=None):
     def lower(a, b, *, alpha=None):
         if fn is P.subtract:
             _check_sub(a, b)
         comp, out = promoted(kind, a, b)
-        if name is not None:
-            _check_takes(name, comp)
+        if takes is not None:
+            _check_takes(takes, comp)
         if alpha is not None:
             _check_alpha(out, alpha)
         x, y = operand(a, comp), operand(b, comp)
@@ -112,11 +116,11 @@ def _binary(fn, kind, name=None):
     return lower
 
 
-def _unary(fn, kind, name=None):
+def _unary(fn, kind, takes=None):
     def lower(a):
         comp, out = promoted(kind, a)
-        if name is not None:
-            _check_takes(name, comp)
+        if takes is not None:
+            _check_takes(takes, comp)
         r = fn(operand(a, comp))
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
@@ -197,12 +201,10 @@ UNARY = [
 for _packet, _fn, _kind in BINARY:
     _register(_variants(_packet, "Tensor", "Scalar", "default", "Tensor_Scalar",
                         "Scalar_Tensor"),
-              _binary(_fn, _kind, _packet.__name__ if _packet.__name__ in _EAGER_TAKES
-                      else None))
+              _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__)))
 for _packet, _fn, _kind in UNARY:
     _register(_variants(_packet, "default"),
-              _unary(_fn, _kind, _packet.__name__ if _packet.__name__ in _EAGER_TAKES
-                     else None))
+              _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__)))
 _register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
 
 
@@ -210,7 +212,7 @@ def _pow(a, b):
     comp, out = promoted(KIND.DEFAULT, a, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         # a Python exponent is baked into the program (x ** 2 becomes x * x)
-        return P.power(operand(a, comp), D.DTYPES[comp].type(b).item())
+        return P.power(operand(a, comp), number_of(b, comp))
     return P.power(operand(a, comp), operand(b, comp))
 
 
@@ -324,7 +326,7 @@ def _fmod(a, b):
     Exact for integers; a float result would need ``fmod`` itself (floored
     remainder minus the divisor rounds), so floats take the counted fallback."""
     comp, _ = promoted(KIND.DEFAULT, a, b)
-    _check_takes("fmod", comp)
+    _check_takes(_EAGER_TAKES["fmod"], comp)
     if comp in D.FLOATING:
         return NotImplemented
     x, y = operand(a, comp), operand(b, comp)

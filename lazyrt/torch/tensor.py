@@ -173,6 +173,12 @@ def to_torch_cpu(value) -> torch.Tensor:
     return torch.from_numpy(np.array(compute(value), copy=True))
 
 
+def number_of(value, code: int):
+    """A Python number converted to lazyrt dtype ``code`` as torch converts a Scalar
+    argument to a tensor's dtype (2.7 to an int is 2, 2 to a bool is True)."""
+    return D.DTYPES[code].type(value).item()
+
+
 def runtime_scalar(value, code: int):
     """A Python number as a 0-d lazyrt runtime scalar of dtype ``code``: its value
     is a parameter of the graph, never part of its key (a new learning rate does

@@ -14,11 +14,11 @@ import torch
 
 from .. import _recorder as R
 from .. import _recorder_shapes as S
-from .. import dtypes as D
 from .. import ops as OPS
 from ..api import creation as C
 from ..api import pointwise as P
 from ..api import views as V
+from .creation import full_of
 from .lowerings import _dims_of_0d, _register
 from .operands import KIND, operand, promoted, value
 from .operands import value as value_of
@@ -196,7 +196,7 @@ def _constant_pad_nd(a, pad, value=0):
     dimension back; a negative one crops. A fill of the padded shape with the
     (cropped) input set into it. Shapes eager refuses go on to the fallback,
     which raises eager's error."""
-    x = value_of(a)
+    x = value_of(a)  # (aten names the fill ``value``)
     n = len(pad) // 2
     if len(pad) % 2 or n > x.ndim:
         return NotImplemented
@@ -211,7 +211,7 @@ def _constant_pad_nd(a, pad, value=0):
         crop[d], put[d] = slice(start, start + kept), slice(max(before, 0),
                                                           max(before, 0) + kept)
         shape[d] = kept + max(before, 0) + max(after, 0)
-    out = C.full(tuple(shape), D.DTYPES[x._node.dtype].type(value).item(), x.dtype)
+    out = full_of(shape, value, a.dtype)
     V.setitem(out, tuple(put), S.getitem(x, tuple(crop)))
     return out
 
