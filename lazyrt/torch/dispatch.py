@@ -95,14 +95,16 @@ _PLANS: dict = {}
 #: error go the full way (which checks devices first and words errors as eager
 #: torch does).
 _PURE: dict = {}
-PURE_OPS = [getattr(aten, packet).default for packet in (
-    "view_copy", "_unsafe_view", "t_copy", "permute_copy", "expand_copy", "detach_copy",
-    "alias_copy", "mm", "bmm", "addmm", "relu", "threshold_backward")]
-PURE_OPS += [aten.transpose_copy.int, aten.unsqueeze_copy.default, aten.squeeze_copy.dim,
-             aten.squeeze_copy.dims, aten.squeeze_copy.default, aten.select_copy.int,
-             aten.slice_copy.Tensor, aten.sum.dim_IntList, aten.add.Tensor, aten.sub.Tensor,
-             aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.add.Scalar,
-             aten.neg.default, aten.exp.default, aten.tanh.default, aten.where.self]
+PURE_OPS = (
+    aten.view_copy.default, aten._unsafe_view.default, aten.t_copy.default,
+    aten.permute_copy.default, aten.expand_copy.default, aten.detach_copy.default,
+    aten.alias_copy.default, aten.transpose_copy.int, aten.unsqueeze_copy.default,
+    aten.squeeze_copy.dim, aten.squeeze_copy.dims, aten.squeeze_copy.default,
+    aten.select_copy.int, aten.slice_copy.Tensor,
+    aten.mm.default, aten.bmm.default, aten.addmm.default, aten.sum.dim_IntList,
+    aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.mul.Tensor, aten.mul.Scalar,
+    aten.div.Tensor, aten.neg.default, aten.exp.default, aten.tanh.default,
+    aten.relu.default, aten.threshold_backward.default, aten.where.self)
 
 
 def _plan(func):
