@@ -38,6 +38,9 @@ from lazyrt.backends.jax import request_exact_cpu_math
 # the jax backend's NumPy-equal rounding needs XLA's flag at that start.
 request_exact_cpu_math()
 
+#: a dead xdist worker's fault-handler dump and peak memory, printed at the end
+pytest_plugins = ["worker_deaths"]
+
 # --- hypothesis --------------------------------------------------------------
 
 _COMMON = dict(deadline=None, derandomize=False, print_blob=True,
