@@ -147,6 +147,13 @@ def test_a_division_by_a_constant_is_a_division():
     np.testing.assert_array_equal(got, a / b / 0.1)
 
 
+def test_the_division_deviation_is_declared_for_bitwise_tests():
+    """The fuzzer draws no division of float tensors where a backend says so."""
+    assert lr.backends.get("jax").exact_division is False
+    assert all(getattr(lr.backends.get(n), "exact_division", True)
+               for n in lr.available_backends() if n != "jax")
+
+
 def test_a_proven_zero_plus_minus_zero_is_zero_with_the_documented_sign_caveat():
     h = np.array([8, 5, 7], np.uint8)
     with lr.backend("jax"):

@@ -204,6 +204,9 @@ class JaxBackend:
     #: additive identity where it proves an operand zero (``(x ^ x) + y`` is ``y``,
     #: so -0.0 where NumPy gives 0.0); zeros compare by value here
     exact_zero_signs = False
+    #: the division deviation above, for tests that compare bits: a quotient of a
+    #: float quotient (or of a float tensor by one) may be an ulp off NumPy's
+    exact_division = False
     #: results stay on the device as ``jax.Array`` until read (lazyrt.backends.base)
     device_values = True
 
