@@ -15,6 +15,7 @@ positions.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -263,6 +264,33 @@ def test_column_sums_add_every_row_and_lane(backend, dtype):
                 want = (a * b).sum(axis=0) + b
                 assert_matches((t * lr.tensor(b)).sum(axis=0) + lr.tensor(b), want,
                                rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape", [(3, 5, 70), (2, ROW_BLOCK + 1, 65), (4, 1, 3), (2, 3, 4, 66)])
+def test_column_sums_over_several_leading_axes(backend, dtype, shape):
+    """A LayerNorm weight's gradient sums (batch, seq, features) over batch and
+    seq: every leading axis a row loop around the lane block, with a value
+    constant along the kept axis (the row's mean) read once per row; exact for
+    small integers, NaN confined to its own column."""
+    from lazyrt.codegen.c_reduce import COLUMN_LANES
+    rng = np.random.default_rng(sum(shape))
+    lead = tuple(range(len(shape) - 1))
+    # a slice along axis 1 keeps the leading axes from merging into one
+    wide = rng.integers(-4, 5, shape[:1] + (shape[1] + 1,) + shape[2:]).astype(dtype)
+    a = wide[:, 1:]
+    g = rng.integers(-2, 3, shape).astype(dtype)
+    mean = rng.integers(-3, 4, shape[:-1] + (1,)).astype(dtype)
+    t, tg, tm = lr.tensor(wide)[:, 1:], lr.tensor(g), lr.tensor(mean)
+    assert_matches(t.sum(axis=lead), a.sum(axis=lead), rtol=0, atol=0)
+    assert_matches(((t - tm) * tg).sum(axis=lead), ((a - mean) * g).sum(axis=lead),
+                   rtol=0, atol=0)
+    if shape[-1] > 1 and shape[1] > 1:
+        assert any(re.search(rf"c\d \+= {COLUMN_LANES}\)", src) for src in _kernel_sources())
+    if dtype != np.int64:
+        wide[(0, 1) + (0,) * (len(lead) - 2) + (2,)] = np.nan  # (a row inside the slice)
+        assert_matches(lr.tensor(wide)[:, 1:].sum(axis=lead), wide[:, 1:].sum(axis=lead),
+                       rtol=0, atol=0)
 
 
 def test_column_sums_of_nan_inf_and_views(backend):
