@@ -56,6 +56,57 @@ def test_matmul_matches_numpy(backend, data):
     assert_matches(out, expected, **tol)
 
 
+@given(data=st.data())
+def test_a_product_read_only_transposed_matches_numpy(backend, data):
+    """A backend may store such a product transposed (the C backend does:
+    ``MatmulStep.transposed``); its readers must see the same values: a
+    pointwise op, a reduction, a reshape of the transpose, every dtype, views."""
+    sa, sb = data.draw(matmul_shapes())
+    if len(sa) < 2 or len(sb) < 2:
+        sa, sb = sa if len(sa) >= 2 else (2,) + sa, sb if len(sb) >= 2 else sb + (3,)
+    dt = data.draw(st.sampled_from(DTYPES))
+    a = data.draw(arrays(dt, sa, special=False, small=True))
+    b = data.draw(arrays(dt, sb, special=False, small=True))
+    if numpy_raises(np.matmul, a, b) is not None:
+        return
+    ta, a = data.draw(lazy_inputs(a))
+    tb, b = data.draw(lazy_inputs(b))
+    want = np.swapaxes(np.matmul(a, b), -1, -2)
+    got = (ta @ tb).mT
+    tol = {np.dtype(np.float16): dict(rtol=1e-2, atol=0.1),
+           np.dtype(np.float32): dict(atol=1e-3)}.get(want.dtype, {})
+    reader = data.draw(st.sampled_from(["add", "sum", "reshape", "two readers"]))
+    if reader == "add":
+        assert_matches(got * 2, want * 2, **tol)
+    elif reader == "sum" and want.dtype != np.bool_:
+        assert_matches(got.sum(axis=-1), want.sum(axis=-1), **tol)
+    elif reader == "reshape":
+        assert_matches(lr.reshape(got, (-1,)), want.reshape(-1), **tol)
+    else:
+        got2 = (ta @ tb).mT
+        assert_matches(got * 2, want * 2, **tol)
+        assert_matches(got2, want, **tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 1)])
+def test_a_weight_update_through_a_transposed_gradient(backend, dtype, batch):
+    """``w - lr * (x^T @ g)^T``, as autograd and SGD make it, at sizes BLAS runs
+    threaded, with a broadcast batch dimension and strided operands."""
+    rng = np.random.default_rng(len(batch))
+    x = rng.standard_normal(batch + (300, 70)).astype(dtype)
+    g = rng.standard_normal((300, 90)).astype(dtype)
+    w = rng.standard_normal(batch + (90, 70)).astype(dtype)
+    tx, tg, tw = lr.tensor(x), lr.tensor(g), lr.tensor(w)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    assert_matches(tw - 0.1 * (tx.mT @ tg).mT, w - 0.1 * np.swapaxes(np.swapaxes(x, -1, -2) @ g,
+                                                                     -1, -2), rtol=rtol, atol=rtol)
+    xs = x[..., ::2, 1:]
+    assert_matches((tx[..., ::2, 1:].mT @ tg[::2]).mT.sum(axis=-1),
+                   np.swapaxes(np.swapaxes(xs, -1, -2) @ g[::2], -1, -2).sum(axis=-1),
+                   rtol=rtol, atol=rtol * 100)
+
+
 def test_matmul_with_nan_and_inf(backend):
     a = np.array([[1.0, np.nan], [np.inf, 1.0], [1.0, 2.0]])
     b = np.array([[1.0, 0.0], [2.0, 1.0]])

@@ -213,3 +213,61 @@ def test_the_compile_record_lists_the_refusals_and_debug_level_3_shows_them():
     text = format_record(record, 3)
     assert "refused:" in text and "matmul runs in BLAS, which has no epilogue" in text
     assert "refused:" not in format_record(record, 2)
+
+
+# --- a product only read transposed is stored transposed ------------------------------
+
+TRANSPOSING = Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
+                           matmul_transposed_out=True)
+
+
+def _matmuls(p):
+    return [s for s in p.steps if isinstance(s, MatmulStep)]
+
+
+def test_a_product_read_only_through_transposes_is_stored_transposed():
+    """A linear layer's weight gradient is ``(x^T @ g)^T``: the buffer holds the
+    product's transpose, so the update kernel reads it contiguously."""
+    x, g, w = rand(64, 30), rand(64, 20, seed=1), rand(20, 30, seed=2)
+    new_w = w - 0.1 * (x.mT @ g).mT
+    p = plan_of(new_w, caps=TRANSPOSING)
+    (mm,) = _matmuls(p)
+    assert mm.transposed and p.buffers[mm.out].shape == (20, 30)
+    (kernel,) = p.kernels
+    product = next(i for i in kernel.inputs if i.buffer == mm.out)
+    assert product.index.strides == (1,)          # one contiguous run: coalesced to 1-D
+    assert " transposed (BLAS)" in p.describe()
+    # a backend that did not say it can: the product in its own layout
+    (plain,) = _matmuls(plan_of(new_w, caps=C))
+    assert not plain.transposed
+    (triton,) = _matmuls(plan_of(new_w, caps=TRITON))
+    assert not triton.transposed
+
+
+def test_a_transposed_product_that_is_an_output_is_returned_as_a_strided_view():
+    """torch's functionalization keeps a view's base alive, so the product is
+    an output beside its transpose: both come back as views of one buffer."""
+    x, g = rand(8, 6), rand(8, 5, seed=1)
+    prod = x.mT @ g
+    p = plan_of(prod, prod.mT + 1, caps=TRANSPOSING)
+    (mm,) = _matmuls(p)
+    assert mm.transposed
+    assert p.outputs[0].buffer == mm.out and p.outputs[0].view.strides == (1, 6)
+    if "c" in lr.available_backends():  # computed together, from that one buffer
+        want = x.numpy().astype(np.float64).T @ g.numpy().astype(np.float64)
+        with lr.backend("c"):
+            prod = x.mT @ g
+            plus = prod.mT + 1
+            lr.sync(prod, plus)
+        np.testing.assert_allclose(prod.numpy(), want, rtol=1e-5)
+        np.testing.assert_allclose(plus.numpy(), want.T + 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["also read as is", "no reader"])
+def test_a_product_read_any_other_way_keeps_its_layout(case):
+    x, g = rand(8, 6), rand(8, 5, seed=1)
+    prod = x.mT @ g
+    outs = {"also read as is": (prod.mT + 1, prod * 2),
+            "no reader": (prod,)}[case]
+    (mm,) = _matmuls(plan_of(*outs, caps=TRANSPOSING))
+    assert not mm.transposed

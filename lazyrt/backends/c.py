@@ -23,7 +23,7 @@ from .. import _launch
 from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
-from ..planner import Capabilities, KernelStep, MatmulStep, plan
+from ..planner import Capabilities, KernelStep, MatmulStep, matmul_operands, plan
 from ..planner.kernel_ir import gather_checks
 from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
@@ -49,10 +49,10 @@ class _Matmul:
         self.step = step
 
     def run(self, bufs, scalars):
-        s = self.step
-        a = _strided(bufs[s.a.buffer], s.a.view)
-        b = _strided(bufs[s.b.buffer], s.b.view)
-        np.matmul(a, b, out=bufs[s.out])
+        va, vb = matmul_operands(self.step)
+        a = _strided(bufs[va.buffer], va.view)
+        b = _strided(bufs[vb.buffer], vb.view)
+        np.matmul(a, b, out=bufs[self.step.out])
 
 
 class _Opaque:
@@ -122,8 +122,9 @@ class CBackend:
         iargs = gemm_args(step, buffers)
         if iargs is None:
             return _Matmul(step), NOT_COMPILED
+        a, b = matmul_operands(step)
         return self._launch("matmul_blas", "lz_gemm", GEMM_SOURCE,
-                            (step.a.buffer, step.b.buffer, step.out), iargs, ())
+                            (a.buffer, b.buffer, step.out), iargs, ())
 
     def _launch(self, name, symbol, source, buffers, iargs, scalar_params):
         """A C launch of ``symbol`` from ``source`` (compiled or found on disk),
@@ -136,7 +137,7 @@ class CBackend:
         the_plan, launches, record = compile_graph(
             self, graph,
             lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
-                                           gather_in_kernels=True)),
+                                           gather_in_kernels=True, matmul_transposed_out=True)),
             self._build)
         return CProgram(the_plan, launches, record)
 

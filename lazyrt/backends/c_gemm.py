@@ -34,6 +34,7 @@ import os
 import numpy as np
 
 from .. import dtypes as D
+from ..planner import matmul_operands
 
 #: below this many multiply-adds a matmul runs on the calling thread only
 PARALLEL_FLOPS = 1 << 18
@@ -113,11 +114,12 @@ MAX_BATCH = 4
 def gemm_args(step, buffers):
     """The ``lz_gemm`` integer arguments for ``step``, or None when it must go
     through ``np.matmul`` (see the module docstring for which ones)."""
-    a, b = step.a.view, step.b.view
+    va, vb = matmul_operands(step)  # a transposed product: b^T @ a^T
+    a, b = va.view, vb.view
     out = buffers[step.out]
     if out.dtype not in (D.FLOAT32, D.FLOAT64) or len(a.shape) < 2 or len(b.shape) < 2:
         return None
-    if buffers[step.a.buffer].dtype != out.dtype or buffers[step.b.buffer].dtype != out.dtype:
+    if buffers[va.buffer].dtype != out.dtype or buffers[vb.buffer].dtype != out.dtype:
         return None
     (m, k), n = a.shape[-2:], b.shape[-1]
     rank = len(out.shape)

@@ -10,7 +10,7 @@ plan's step types from here and never the graph's ops.
 """
 from .fusion import FusionPolicy, plan
 from .schedule import (Buffer, BufferView, Capabilities, KernelStep, MatmulStep, OpaqueStep, Plan,
-                       Refusal)
+                       Refusal, matmul_operands)
 
 __all__ = ["Buffer", "BufferView", "Capabilities", "FusionPolicy", "KernelStep", "MatmulStep",
-           "OpaqueStep", "Plan", "Refusal", "plan"]
+           "OpaqueStep", "Plan", "Refusal", "matmul_operands", "plan"]

@@ -142,6 +142,26 @@ class _Planner:
                 base, _ = self.view_base(j)
                 if not self.is_buffer_node(base):
                     self.must.setdefault(base, (LEGALITY, why))
+        #: matmul node -> its product's layout in a transposed buffer (see
+        #: :meth:`read_transposed`); every other buffer node is contiguous
+        self.layouts = {i: S.permute(S.Strided.contiguous(_swapped(n.shape)),
+                                     S.swap_last(len(n.shape)))
+                        for i, n in enumerate(self.nodes)
+                        if capabilities.matmul_transposed_out and self.read_transposed(i)}
+
+    def read_transposed(self, i) -> bool:
+        """Whether node ``i`` is a matmul whose product only transposing views
+        read (the last two axes swapped): autograd's weight gradient of a linear
+        layer is ``(x^T @ grad)^T``, and AdamW then read it with a stride per
+        element (0.53 ms for 784x512 float32 where a contiguous read takes ~0.3).
+        The product may be an output too (torch's functionalization keeps a view's
+        base alive): it is then returned as a strided view of the buffer."""
+        n = self.nodes[i]
+        if n.op.kind != ops.MATMUL or len(n.shape) < 2 or not self.consumers[i]:
+            return False
+        swap = S.swap_last(len(n.shape))
+        return all(self.nodes[c].op.name == "permute" and tuple(self.nodes[c].attrs[0]) == swap
+                   for c in self.consumers[i])
 
     # -- helpers --
     def opaque(self, n) -> bool:
@@ -161,7 +181,7 @@ class _Planner:
         return self.nodes[i].op is ops.DATA or i in self.must
 
     def strided_through(self, base, chain):
-        v = S.Strided.contiguous(self.nodes[base].shape)
+        v = self.layouts.get(base) or S.Strided.contiguous(self.nodes[base].shape)
         for c in chain:
             n = self.nodes[c]
             w = S.apply_view(v, n.op.name, n.attrs)
@@ -292,7 +312,8 @@ class _Planner:
         buffers, buf_of = [], {}
 
         def new_buffer(i, kind):
-            b = Buffer(len(buffers), nodes[i].dtype, nodes[i].shape, kind, i)
+            shape = _swapped(nodes[i].shape) if i in self.layouts else nodes[i].shape
+            b = Buffer(len(buffers), nodes[i].dtype, shape, kind, i)
             buffers.append(b)
             buf_of[i] = b.id
             return b.id
@@ -336,7 +357,7 @@ class _Planner:
             n = nodes[i]
             if n.op.kind == ops.MATMUL:
                 a, b = (self.buffer_view(j, buf_of) for j in n.inputs)
-                steps.append(MatmulStep(a, b, buf_of[i]))
+                steps.append(MatmulStep(a, b, buf_of[i], transposed=i in self.layouts))
                 computed.append(())
                 continue
             if self.opaque(n):
@@ -373,7 +394,8 @@ class _Planner:
                 base, chain = output_views[o]
                 outputs.append(BufferView(buf_of[base], self.strided_through(base, chain)))
             else:
-                outputs.append(BufferView(buf_of[o], S.Strided.contiguous(nodes[o].shape)))
+                outputs.append(BufferView(buf_of[o], self.layouts.get(o)
+                                          or S.Strided.contiguous(nodes[o].shape)))
         unfused = tuple((i, r) for i, (_, r) in sorted(self.must.items()))
         return Plan(tuple(buffers), tuple(steps), tuple(param_buffers), tuple(scalar_slot),
                     n_scalars, tuple(outputs), unfused,
@@ -450,3 +472,7 @@ class _Planner:
         if base not in buf_of:
             raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
         return BufferView(buf_of[base], self.strided_through(base, chain))
+
+
+def _swapped(shape) -> tuple:
+    return tuple(shape[:-2]) + (shape[-1], shape[-2])

@@ -172,7 +172,7 @@ class KernelBuilder:
 
     def view_of(self, i, chain, start=None) -> S.Strided:
         """Node i's layout (``start``, else contiguous) seen through ``chain``."""
-        v = start or S.Strided.contiguous(self.nodes[i].shape)
+        v = start or self.p.layouts.get(i) or S.Strided.contiguous(self.nodes[i].shape)
         for name, attrs, node in chain:
             w = S.apply_view(v, name, attrs)
             if w is None:

@@ -32,6 +32,10 @@ class Capabilities:
     matmul_epilogue: bool = False
     #: what runs a matmul step, as the plan's reasons name it
     matmul_engine: str = "BLAS"
+    #: its matmul step can store the product transposed (``MatmulStep.transposed``):
+    #: a product only ever read transposed (a weight's gradient, ``(x^T g)^T``) is
+    #: then stored in its readers' layout, and they read it contiguously
+    matmul_transposed_out: bool = False
     #: its kernels read a gather's source at indices they load (a ``gather``
     #: statement): a gather fuses into the kernels that use it, instead of
     #: running as an opaque step of its own
@@ -67,6 +71,18 @@ class MatmulStep:
     #: pointwise kernel over the product, fused when the backend's matmul has an
     #: epilogue: its inputs[0] is the product itself (never materialized), at full rank
     epilogue: KernelSpec | None = None
+    #: ``out`` holds the product with its last two axes swapped (``(b @ a)^T``
+    #: shapes): the backend computes ``b^T @ a^T`` into it (see :func:`matmul_operands`)
+    transposed: bool = False
+
+
+def matmul_operands(step: MatmulStep) -> tuple:
+    """(a, b) BufferViews whose product is what ``step.out`` holds: the step's
+    own operands, or for a transposed step ``b^T`` and ``a^T`` (``(a @ b)^T``)."""
+    if not step.transposed:
+        return step.a, step.b
+    return tuple(BufferView(v.buffer, S.permute(v.view, S.swap_last(len(v.view.shape))))
+                 for v in (step.b, step.a))
 
 
 @dataclass(frozen=True)
@@ -120,7 +136,8 @@ class Plan:
                 lines.append(f"step {k}: " + step.spec.describe().replace("\n", "\n  "))
             elif isinstance(step, MatmulStep):
                 lines.append(f"step {k}: matmul buf{step.a.buffer} @ buf{step.b.buffer} "
-                             f"-> buf{step.out} ({self.capabilities.matmul_engine})"
+                             f"-> buf{step.out}" + (" transposed" if step.transposed else "")
+                             + f" ({self.capabilities.matmul_engine})"
                              + (" with epilogue:" if step.epilogue is not None else ""))
                 if step.epilogue is not None:
                     lines.append("  " + step.epilogue.describe().replace("\n", "\n  "))

@@ -34,6 +34,11 @@ def permute(v: Strided, axes) -> Strided:
     return Strided(tuple(v.shape[a] for a in axes), tuple(v.strides[a] for a in axes), v.offset)
 
 
+def swap_last(rank: int) -> tuple:
+    """The permutation that swaps the last two of ``rank`` axes (a matrix transpose)."""
+    return tuple(range(rank - 2)) + (rank - 1, rank - 2)
+
+
 def expand(v: Strided, shape) -> Strided:
     """Broadcast to ``shape`` (rank may grow on the left); stride 0 where expanded."""
     lead = len(shape) - len(v.shape)
