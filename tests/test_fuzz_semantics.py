@@ -397,6 +397,12 @@ class Program:
             other = self.leaf(shape=new)
         return other, None
 
+    def deviating_division(self, op, a, b, scalar) -> bool:
+        """``a op b`` divides a float tensor on a backend that documents a
+        deviation there (a quotient of a quotient: ``exact_division``)."""
+        return op in DIVISIONS and not self.divides_floats and (
+            self.dtype_of(a).kind == "f" or scalar is None and self.dtype_of(b).kind == "f")
+
     def binary(self, a=None, op=None, scalar=None):
         a = a or self.pick()
         dt = self.dtype_of(a)
@@ -409,9 +415,8 @@ class Program:
             b = _scalar_code(scalar)
         else:
             b, scalar = self.operand_for(a)
-        if op in DIVISIONS and not self.divides_floats and (
-                dt.kind == "f" or scalar is None and self.dtype_of(b).kind == "f"):
-            return None  # the backend documents a deviation there (a quotient of a quotient)
+        if self.deviating_division(op, a, b, scalar):
+            return None
         reflect = scalar is not None and op != "**" and self.flip()
         left, right = (b, a) if reflect else (a, b)
         expr = f"lr.{op}imum({left}, {right})" if op in ("max", "min") else f"{left} {op} {right}"
@@ -489,8 +494,7 @@ class Program:
             b, scalar = self.operand_for(a, inplace=True)
             if op in ARITH and self.overflows(f"{a} {op} {b}"):
                 return
-            if op in DIVISIONS and not self.divides_floats and (
-                    dt.kind == "f" or scalar is None and self.dtype_of(b).kind == "f"):
+            if self.deviating_division(op, a, b, scalar):
                 return
             ok = self.run(f"{a} {op}= {b}", a)
         else:

@@ -47,11 +47,11 @@ class _Matmul:
 
     def __init__(self, step):
         self.step = step
+        self.a, self.b = matmul_operands(step)  # b^T, a^T for a transposed product
 
     def run(self, bufs, scalars):
-        va, vb = matmul_operands(self.step)
-        a = _strided(bufs[va.buffer], va.view)
-        b = _strided(bufs[vb.buffer], vb.view)
+        a = _strided(bufs[self.a.buffer], self.a.view)
+        b = _strided(bufs[self.b.buffer], self.b.view)
         np.matmul(a, b, out=bufs[self.step.out])
 
 

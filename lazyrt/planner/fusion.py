@@ -144,8 +144,7 @@ class _Planner:
                     self.must.setdefault(base, (LEGALITY, why))
         #: matmul node -> its product's layout in a transposed buffer (see
         #: :meth:`read_transposed`); every other buffer node is contiguous
-        self.layouts = {i: S.permute(S.Strided.contiguous(_swapped(n.shape)),
-                                     S.swap_last(len(n.shape)))
+        self.layouts = {i: S.transposed(S.Strided.contiguous(_swapped(n.shape)))
                         for i, n in enumerate(self.nodes)
                         if capabilities.matmul_transposed_out and self.read_transposed(i)}
 
@@ -164,6 +163,11 @@ class _Planner:
                    for c in self.consumers[i])
 
     # -- helpers --
+    def layout(self, i) -> S.Strided:
+        """Buffer node ``i``'s value as a view of its buffer: contiguous, or
+        transposed for a product stored so (:attr:`layouts`)."""
+        return self.layouts.get(i) or S.Strided.contiguous(self.nodes[i].shape)
+
     def opaque(self, n) -> bool:
         """Whether node ``n`` is a step of its own that no kernel computes."""
         return n.op.kind == ops.OPAQUE and not (n.op is ops.GATHER
@@ -181,7 +185,7 @@ class _Planner:
         return self.nodes[i].op is ops.DATA or i in self.must
 
     def strided_through(self, base, chain):
-        v = self.layouts.get(base) or S.Strided.contiguous(self.nodes[base].shape)
+        v = self.layout(base)
         for c in chain:
             n = self.nodes[c]
             w = S.apply_view(v, n.op.name, n.attrs)
@@ -394,8 +398,7 @@ class _Planner:
                 base, chain = output_views[o]
                 outputs.append(BufferView(buf_of[base], self.strided_through(base, chain)))
             else:
-                outputs.append(BufferView(buf_of[o], self.layouts.get(o)
-                                          or S.Strided.contiguous(nodes[o].shape)))
+                outputs.append(BufferView(buf_of[o], self.layout(o)))
         unfused = tuple((i, r) for i, (_, r) in sorted(self.must.items()))
         return Plan(tuple(buffers), tuple(steps), tuple(param_buffers), tuple(scalar_slot),
                     n_scalars, tuple(outputs), unfused,

@@ -171,8 +171,8 @@ class KernelBuilder:
         return v
 
     def view_of(self, i, chain, start=None) -> S.Strided:
-        """Node i's layout (``start``, else contiguous) seen through ``chain``."""
-        v = start or self.p.layouts.get(i) or S.Strided.contiguous(self.nodes[i].shape)
+        """Node i's layout (``start``, else its buffer's) seen through ``chain``."""
+        v = start or self.p.layout(i)
         for name, attrs, node in chain:
             w = S.apply_view(v, name, attrs)
             if w is None:

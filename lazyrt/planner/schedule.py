@@ -81,8 +81,7 @@ def matmul_operands(step: MatmulStep) -> tuple:
     own operands, or for a transposed step ``b^T`` and ``a^T`` (``(a @ b)^T``)."""
     if not step.transposed:
         return step.a, step.b
-    return tuple(BufferView(v.buffer, S.permute(v.view, S.swap_last(len(v.view.shape))))
-                 for v in (step.b, step.a))
+    return tuple(BufferView(v.buffer, S.transposed(v.view)) for v in (step.b, step.a))
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,11 @@ def swap_last(rank: int) -> tuple:
     return tuple(range(rank - 2)) + (rank - 1, rank - 2)
 
 
+def transposed(v: Strided) -> Strided:
+    """``v`` with its last two axes swapped."""
+    return permute(v, swap_last(len(v.shape)))
+
+
 def expand(v: Strided, shape) -> Strided:
     """Broadcast to ``shape`` (rank may grow on the left); stride 0 where expanded."""
     lead = len(shape) - len(v.shape)
