@@ -53,7 +53,8 @@ static void lz_batch_offsets(const int64_t *restrict ia, int64_t i, int64_t *ao,
     *bo = b;
 }
 
-/* bufs: A, B, C. ia: gemm, get_threads, set_threads (addresses), is_double,
+/* bufs: A, B, C. ia: gemm, get_threads, set_threads (addresses; 0 and 0 for a
+   private single-threaded OpenBLAS), is_double,
    M, N, K, A offset, A transposed, lda, B offset, B transposed, ldb, ldc,
    parallel (0/1), then the batch: its rank nb (0 for one product), its sizes,
    A's and B's strides along it (LZ_MAX_BATCH slots each). C is contiguous
@@ -75,12 +76,17 @@ void lz_gemm(char *const *restrict bufs, const int64_t *restrict ia, const doubl
     for (int64_t d = 0; d < ia[15]; ++d)
         batch *= ia[16 + d];
 
-    pthread_mutex_lock(&lz_lock);
-    if (lz_active++ == 0) {
-        lz_saved = get_threads();
-        set_threads(1);
+    /* NumPy's own instance: one BLAS thread while any lz_gemm runs. A private
+       single-threaded instance (no get/set address) needs none of this. */
+    const int shared = get_threads != 0;
+    if (shared) {
+        pthread_mutex_lock(&lz_lock);
+        if (lz_active++ == 0) {
+            lz_saved = get_threads();
+            set_threads(1);
+        }
+        pthread_mutex_unlock(&lz_lock);
     }
-    pthread_mutex_unlock(&lz_lock);
 
     #pragma omp parallel if(ia[14])
     {
@@ -104,8 +110,10 @@ void lz_gemm(char *const *restrict bufs, const int64_t *restrict ia, const doubl
         }
     }
 
-    pthread_mutex_lock(&lz_lock);
-    if (--lz_active == 0)
-        set_threads(lz_saved);
-    pthread_mutex_unlock(&lz_lock);
+    if (shared) {
+        pthread_mutex_lock(&lz_lock);
+        if (--lz_active == 0)
+            set_threads(lz_saved);
+        pthread_mutex_unlock(&lz_lock);
+    }
 }

@@ -9,6 +9,8 @@ else ``~/.cache/lazyrt``; each backend keeps its entries in one folder::
 
     <cache>/v<lazyrt version>/   c: <name>-<key>.c, .so and .sha256 (see backends/c_compiler.py)
     <cache>/triton/              triton: <name>_<digest>.py, imported by Triton's jit
+    <cache>/blas/                c's matmul: the host's BLAS choice, the library copy
+                                 (see backends/c_blas.py)
 
 Both backends write through :class:`CacheFolder`, which gives every entry
 the same safety: folders created 0700 and refused when another user could

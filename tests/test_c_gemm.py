@@ -1,16 +1,19 @@
-"""The c backend's matmul: NumPy's OpenBLAS called once per lazyrt OpenMP
-thread (lazyrt.backends.c_gemm), checked against NumPy on the shapes, views
-and dtypes that take that path, the ones that fall back to ``np.matmul``,
-and OpenBLAS's thread count, which must come back as it was."""
+"""The c backend's matmul: OpenBLAS called once per lazyrt OpenMP thread
+(lazyrt.backends.c_gemm), checked against NumPy on the shapes, views and dtypes
+that take that path, the ones that fall back to ``np.matmul``, and OpenBLAS's
+thread count, which must come back as it was; through both instances it may
+call (NumPy's own, and a private copy running the other kernel family), and
+how lazyrt.backends.c_blas chooses between them."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 import pytest
 
 import lazyrt as lr
-from lazyrt.backends import c_gemm
+from lazyrt.backends import c_blas, c_gemm
 from lazyrt.runtime import program_cache
 
 pytestmark = [
@@ -19,6 +22,25 @@ pytestmark = [
     pytest.mark.skipif(c_gemm.numpy_openblas() is None,
                        reason="NumPy's BLAS is not an ILP64 OpenBLAS"),
 ]
+
+
+@pytest.fixture(params=["numpy", "private"])
+def blas_instance(request, monkeypatch):
+    """Run the test through NumPy's OpenBLAS instance, then through a private
+    copy running the other kernel family this CPU can run (skipped where none)."""
+    if request.param == "numpy":
+        monkeypatch.setenv("LAZYRT_BLAS_CORETYPE", "numpy")
+    else:
+        own = c_blas._numpy_instance(c_gemm.numpy_openblas())
+        other = c_blas.other_family(own.core, c_blas._cpu_flags())
+        if other is None:
+            pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
+        monkeypatch.setenv("LAZYRT_BLAS_CORETYPE", other)
+    chosen = c_blas.gemm_library(c_gemm.numpy_openblas())
+    assert chosen.private == (request.param == "private"), chosen.why
+    program_cache.clear()  # compiled launches hold the library's addresses
+    yield chosen
+    program_cache.clear()
 
 
 def _launch_names():
@@ -50,7 +72,7 @@ def _operand(rng, shape, dtype, layout):
                                  (129, 257, 65), (300, 40, 301)])
 @pytest.mark.parametrize("layouts", [("contiguous", "contiguous"), ("transposed", "sliced"),
                                      ("sliced", "transposed")])
-def test_blas_matmul_matches_numpy(dtype, mkn, layouts):
+def test_blas_matmul_matches_numpy(dtype, mkn, layouts, blas_instance):
     """Small products run on the calling thread, big ones split rows (M >= N)
     or columns (N > M) across threads; every layout BLAS reads in place."""
     m, k, n = mkn
@@ -102,7 +124,7 @@ def test_matmuls_blas_cannot_take_fall_back_to_numpy(case):
     ((2, 3, 1, 2, 4, 5), (3, 2, 2, 5, 3)),  # four batch dims
 ])
 @pytest.mark.parametrize("layout", ["contiguous", "permuted"])
-def test_batched_blas_matmul_matches_numpy(dtype, shapes, layout):
+def test_batched_blas_matmul_matches_numpy(dtype, shapes, layout, blas_instance):
     """Batched and broadcast products (attention's bmm) take the BLAS launch too,
     from permuted views (batch strides not collapsible) as well as contiguous."""
     rng = np.random.default_rng(len(shapes[0]) * 31 + shapes[1][-1])
@@ -138,9 +160,10 @@ def test_blas_operand_rules():
     assert c_gemm._blas_operand(Strided((3, 4), (-4, 1), 8)) is None  # reversed rows
 
 
-def test_blas_thread_count_is_restored_even_with_concurrent_matmuls():
-    """Each lz_gemm sets OpenBLAS to one thread and the last one out restores
-    it: four Python threads running big matmuls at once must leave it as it was."""
+def test_blas_thread_count_is_restored_even_with_concurrent_matmuls(blas_instance):
+    """Each lz_gemm on NumPy's instance sets it to one thread and the last one
+    out restores it; a private instance leaves NumPy's alone. Four Python threads
+    running big matmuls at once must leave it as it was, with right values."""
     before = _blas_threads()
     rng = np.random.default_rng(1)
     mats = [rng.standard_normal((160, 160)).astype(np.float32) for _ in range(4)]
@@ -162,3 +185,109 @@ def test_blas_thread_count_is_restored_even_with_concurrent_matmuls():
         t.join()
     assert not errors, errors
     assert _blas_threads() == before
+
+
+# --- which OpenBLAS (lazyrt.backends.c_blas) ------------------------------------
+
+
+def test_other_family_is_the_other_vector_width():
+    avx512 = frozenset({"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+                        "avx512cd"})
+    assert c_blas.other_family("SkylakeX", avx512) == "Haswell"
+    assert c_blas.other_family("Cooperlake", avx512) == "Haswell"
+    assert c_blas.other_family("Haswell", avx512) == "SkylakeX"
+    assert c_blas.other_family("Zen", avx512) == "SkylakeX"
+    assert c_blas.other_family("Zen", frozenset({"avx2", "fma", "avx512f"})) is None
+    assert c_blas.other_family("Haswell", frozenset({"avx2", "fma"})) is None
+    assert c_blas.other_family("Sandybridge", avx512) is None
+
+
+@pytest.fixture
+def fresh_choice(tmp_path, monkeypatch):
+    """An empty cache and no override: what a first process on a host sees."""
+    monkeypatch.setenv("LAZYRT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LAZYRT_BLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    return c_blas._chosen.__wrapped__, c_gemm.numpy_openblas()
+
+
+def test_the_measurement_is_made_once_per_host_and_remembered(fresh_choice, monkeypatch):
+    _, blas = fresh_choice
+    probes = []
+
+    def probe(path, core, symbols):
+        probes.append(core)
+        return {"": 100.0, "Other": 90.0}[core]
+    monkeypatch.setattr(c_blas, "_probe", probe)
+    assert c_blas._measured(blas[0], "Other") == {"": 100.0, "Other": 90.0}
+    assert probes == ["", "Other", "", "Other"]  # two alternating rounds
+
+    def no_probe(*args):
+        raise AssertionError("measured again")
+    monkeypatch.setattr(c_blas, "_probe", no_probe)
+    assert c_blas._measured(blas[0], "Other") == {"": 100.0, "Other": 90.0}
+
+
+@pytest.mark.parametrize("speeds,private", [((100.0, 104.0), True), ((100.0, 102.0), False),
+                                            ((100.0, 90.0), False)])
+def test_the_other_family_must_win_by_the_margin(fresh_choice, monkeypatch, speeds, private):
+    choose, blas = fresh_choice
+    own = c_blas._numpy_instance(blas)
+    other = c_blas.other_family(own.core, c_blas._cpu_flags())
+    if other is None:
+        pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
+    monkeypatch.setattr(c_blas, "_measured", lambda lib, o: {"": speeds[0], o: speeds[1]})
+    chosen = choose("", blas)
+    assert chosen.private == private, chosen.why
+    assert (chosen.core.lower() == other.lower()) == private
+    assert f"{speeds[1]:.0f} vs" in chosen.why
+
+
+def test_a_real_probe_runs_the_family_it_asked_for(fresh_choice):
+    _, blas = fresh_choice
+    own = c_blas._numpy_instance(blas)
+    prefix, suffix = c_blas._symbols(blas[0])
+    symbols = (f"{prefix}cblas_sgemm{suffix}", f"{prefix}openblas_get_corename{suffix}")
+    assert c_blas._probe(blas[0]._name, "", symbols) > 0.1  # GF/s of one core
+    with pytest.raises(ValueError, match="when asked for"):
+        c_blas._probe(blas[0]._name, "NoSuchCore", symbols)
+    assert own.core
+
+
+def test_a_users_openblas_coretype_keeps_numpys_instance(fresh_choice, monkeypatch):
+    choose, blas = fresh_choice
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setattr(c_blas, "_measured", lambda *a: pytest.fail("measured"))
+    chosen = choose("", blas)
+    assert not chosen.private and chosen.get_threads == blas[3]
+    assert "$OPENBLAS_CORETYPE=Haswell" in chosen.why
+
+
+def test_a_copy_that_fails_to_load_keeps_numpys_instance(fresh_choice, monkeypatch):
+    choose, blas = fresh_choice
+
+    def broken(path, core):
+        raise OSError("no space left on device")
+    monkeypatch.setattr(c_blas, "_load_private", broken)
+    chosen = choose("Haswell", blas)
+    assert not chosen.private and chosen.sgemm == blas[1]
+    assert "no space left on device" in chosen.why
+
+
+def test_a_damaged_copy_is_replaced_before_it_loads(fresh_choice):
+    _, blas = fresh_choice
+    own = c_blas._numpy_instance(blas)
+    other = c_blas.other_family(own.core, c_blas._cpu_flags())
+    if other is None:
+        pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
+    with open(blas[0]._name, "rb") as f:
+        original = f.read()
+    folder = c_blas._folder()
+    st = os.stat(blas[0]._name)
+    name = f"{os.path.basename(blas[0]._name).rsplit('.so', 1)[0]}-{st.st_size}-{st.st_mtime_ns}.so"
+    folder.write(name, original[: len(original) // 2])  # a copy cut short
+    lib, path = c_blas._load_private(blas[0]._name, other)
+    with open(path, "rb") as f:
+        assert f.read() == original
+    assert c_blas._corename(lib).lower() == other.lower()
+    assert lib._handle != blas[0]._handle

@@ -1,4 +1,4 @@
-"""Matmul for the C backend: NumPy's own OpenBLAS, run on lazyrt's OpenMP threads.
+"""Matmul for the C backend: OpenBLAS, run on lazyrt's OpenMP threads.
 
 Why not just ``np.matmul``: OpenBLAS keeps its own worker threads, and after a
 call they spin for a while waiting for the next one. On a 2-core machine the
@@ -8,12 +8,17 @@ with two spinning threads: measured here, 1024^2 sgemm + a ReLU epilogue took
 single-threaded sgemm on its block of rows. One thread pool, never two.
 
 So a float32/float64 2-D matmul whose operands BLAS can address (one unit
-stride, leading dimension at least the row length) becomes a C launch that,
-under a process-wide lock, sets OpenBLAS to one thread, runs one sgemm/dgemm
-per OpenMP thread over a slice of the rows (or columns, when there are more
-of them), and restores OpenBLAS's thread count when the last concurrent
-caller leaves. While a lazyrt matmul runs, NumPy matmuls in *other* Python
-threads use one BLAS thread: slower, never wrong.
+stride, leading dimension at least the row length) becomes a C launch that
+runs one single-threaded sgemm/dgemm per OpenMP thread over a slice of the
+rows (or columns, when there are more of them).
+
+Which OpenBLAS: :mod:`.c_blas` measures, once per host, NumPy's instance
+against a private copy of the same library running the kernel family of the
+other vector width, and the launch calls the faster. A private copy is
+single-threaded from the start. NumPy's instance is set to one thread under a
+process-wide lock while any launch runs, and its thread count comes back when
+the last concurrent caller leaves: meanwhile NumPy matmuls in *other* Python
+threads use one BLAS thread, slower, never wrong.
 
 A batched product (up to four batch dims, broadcast ones included: attention's
 ``(B, H, S, D) @ (B, H, D, S)``) takes the same launch: with at least as many
@@ -35,6 +40,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..planner import matmul_operands
+from .c_blas import gemm_library
 
 #: below this many multiply-adds a matmul runs on the calling thread only
 PARALLEL_FLOPS = 1 << 18
@@ -130,15 +136,15 @@ def gemm_args(step, buffers):
     a_strides = _batch_strides(a, batch)
     b_strides = _batch_strides(b, batch)
     pa, pb = _blas_operand(_matrix(a)), _blas_operand(_matrix(b))
-    blas = numpy_openblas()
+    blas = gemm_library(numpy_openblas())
     if pa is None or pb is None or blas is None or a_strides is None or b_strides is None:
         return None
     if 0 in batch:
         return None
-    gemm = blas[2] if out.dtype == D.FLOAT64 else blas[1]
+    gemm = blas.dgemm if out.dtype == D.FLOAT64 else blas.sgemm
     pad = (0,) * (MAX_BATCH - nb)
     flops = m * n * k * int(np.prod(batch, dtype=np.int64))
-    return (gemm, blas[3], blas[4], int(out.dtype == D.FLOAT64), m, n, k,
+    return (gemm, blas.get_threads, blas.set_threads, int(out.dtype == D.FLOAT64), m, n, k,
             *pa, *pb, n, int(flops >= PARALLEL_FLOPS),
             nb, *batch, *pad, *a_strides, *pad, *b_strides, *pad)
 

@@ -131,11 +131,15 @@ def _check_vectors():
 
 
 def _check_blas():
+    from ..backends.c_blas import gemm_library
     from ..backends.c_gemm import numpy_openblas
     found = numpy_openblas()
     if found is None:
         return False, "NumPy's OpenBLAS (ILP64) not found: matmul goes through np.matmul"
-    return True, f"NumPy's OpenBLAS: {getattr(found[0], '_name', '?')}"
+    chosen = gemm_library(found)
+    which = "a private single-threaded copy of NumPy's OpenBLAS" if chosen.private else \
+        "NumPy's OpenBLAS"
+    return True, f"{which}, {chosen.core} kernels ({chosen.why}): {chosen.path}"
 
 
 def _check_triton():
