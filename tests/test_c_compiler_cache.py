@@ -196,11 +196,18 @@ def test_flags_are_exact_and_without_fast_math():
     assert not any("fast-math" in f for f in flags)
 
 
-def test_openmp_wait_policy_is_passive_unless_user_chose(monkeypatch):
+def test_openmp_workers_spin_briefly_unless_user_chose(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert openmp_env()["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert openmp_env()["OMP_WAIT_POLICY"] == "ACTIVE"
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    env = openmp_env()
+    assert env["GOMP_SPINCOUNT"] == "10000" and "OMP_WAIT_POLICY" not in env
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # the user's policy: no spin count
+    env = openmp_env()
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and "GOMP_SPINCOUNT" not in env
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "500")
+    assert openmp_env()["GOMP_SPINCOUNT"] == "500"
 
 
 # --- entries that cannot be used, caches that cannot be written (issue 9, items 7-9) ---

@@ -55,6 +55,7 @@ AVX2_CORES = ("haswell", "zen")
 _AVX512_FLAGS = ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd")
 
 _LOCK = threading.Lock()
+_CHOICE_LOCK = threading.Lock()
 
 # Times a single-threaded sgemm in a child process: argv = library path, sgemm
 # symbol, corename symbol; prints {"core": ..., "gflops": ...}.
@@ -100,7 +101,8 @@ def gemm_library(numpy_blas) -> Optional[GemmLibrary]:
     answer (None: there is none). Chosen once per process and override."""
     if numpy_blas is None:
         return None
-    return _chosen(os.environ.get("LAZYRT_BLAS_CORETYPE", "").strip(), numpy_blas)
+    with _CHOICE_LOCK:  # two threads compiling at once measure and copy once
+        return _chosen(os.environ.get("LAZYRT_BLAS_CORETYPE", "").strip(), numpy_blas)
 
 
 @functools.lru_cache(maxsize=None)
@@ -223,7 +225,10 @@ def _probe(path: str, core: str, symbols) -> float:
         env["OPENBLAS_CORETYPE"] = core
     done = subprocess.run([sys.executable, "-c", _PROBE, path, *symbols], env=env,
                           capture_output=True, text=True, timeout=120, check=True)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if lines else {}
+    if not isinstance(result, dict) or not {"core", "gflops"} <= set(result):
+        raise ValueError(f"the probe printed {done.stdout.strip()[-200:]!r}")
     if core and result["core"].lower() != core.lower():
         raise ValueError(f"OpenBLAS ran {result['core']} when asked for {core}")
     return float(result["gflops"])
