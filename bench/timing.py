@@ -11,6 +11,7 @@ library's worker threads (OpenMP spin-waits) go to sleep first.
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,34 @@ def pause(seconds: Optional[float] = None) -> None:
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
+
+
+def paired_ratio(a: list, b: list, confidence: float = 0.95) -> Optional[tuple]:
+    """``(median, low, high)`` of the per-round ratios ``a[i] / b[i]`` of two
+    interleaved peers, with a distribution-free confidence interval for that
+    median (order statistics: the interval between the k-th smallest and the
+    k-th largest ratio holds the median with probability >= ``confidence``);
+    None when there are too few rounds for one.
+
+    Samples of one round ran back to back, so a slow spell of the machine lands
+    in both and cancels in their ratio; the interval says how sure the ratio is.
+
+    >>> paired_ratio([2.0, 2.2, 1.8, 2.0, 2.1, 1.9, 2.0, 2.0, 2.0, 2.0],
+    ...              [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+    (1.0, 0.95, 1.05)
+    """
+    ratios = sorted(x / y for x, y in zip(a, b) if y > 0)
+    n = len(ratios)
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
+    k, tail = 0, 0.0
+    while True:
+        tail_next = tail + math.comb(n, k) / 2 ** n
+        if tail_next > (1 - confidence) / 2:
+            break
+        tail, k = tail_next, k + 1
+    if k == 0:
+        return None
+    return statistics.median(ratios), ratios[k - 1], ratios[n - k]
 
 
 def calls_for(fn: Callable[[], object], target_s: float = 0.02, cap: int = 100_000) -> int:

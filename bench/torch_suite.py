@@ -11,7 +11,12 @@ One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
    steps on the same batch; their losses are compared with eager's (a mismatch
    prints in red and stays in the JSON), and the wall time of those first steps
    gives each peer's compile cost (their time beyond as many steady steps);
-2. the steady state: median of >= 10 interleaved samples after warm-up;
+2. the steady state: median of >= ``ROUNDS`` interleaved samples after warm-up
+   (``--quick``: 10). Besides the ratio of medians, lazyrt's ratios to eager and
+   to torch.compile are given paired, round by round (samples of one round ran
+   back to back, so a slow spell of the machine cancels), as a median with a
+   95% interval (``timing.paired_ratio``): on a shared machine a 1-2% difference
+   is within it, and the interval says so;
 3. untimed passes: one lazy step's ``lazyrt.metrics`` (graphs, kernel launches,
    fallbacks) and one step of eager and lazy under a dispatch mode that counts
    aten ops, for the trace time per op;
@@ -42,6 +47,9 @@ THREADS = 2
 PLOT_YLABEL = "ms per training step (lower is better)"
 PEERS = ("lazyrt-c", "torch eager", "torch.compile")
 CHECK_STEPS = 3          # step 1 creates AdamW's state, step 2 is the steady graph
+#: interleaved rounds: at 10 the paired ratio's 95% interval runs from the 2nd to the
+#: 9th of 10 ratios (+-4% here); at 30, from the 10th to the 21st
+ROUNDS = 30
 LOSS_RTOL = 1e-4
 MAX_TRACE_FRACTION = 0.2
 
@@ -149,6 +157,15 @@ def _per(ms, ref_ms):
     return ms / ref_ms if ref_ms else None
 
 
+def _paired(peer, peers, name):
+    """lazyrt's per-round ratio to peer ``name``: [median, low, high] (95%), or None."""
+    other = next((p for p in peers if p.name == name and "samples_s" in p.extra), None)
+    if other is None or peer is other:
+        return None
+    found = timing.paired_ratio(peer.extra["samples_s"], other.extra["samples_s"])
+    return list(found) if found else None
+
+
 def _median_ms(peers, name):
     p = next((p for p in peers if p.name == name and "median_s" in p.extra), None)
     return p.extra["median_s"] * 1e3 if p else None
@@ -170,6 +187,9 @@ def _row(case, peer, peers) -> dict:
            "check": x.get("check", "ref" if peer.name == "torch eager" else None),
            "max_rel_err": x.get("max_rel_err"), "aten_ops": x.get("aten_ops"),
            "samples_ms": [s * 1e3 for s in x["samples_s"]]}
+    if peer.name.startswith("lazyrt"):
+        row.update(paired_vs_eager=_paired(peer, peers, "torch eager"),
+                   paired_vs_compile=_paired(peer, peers, "torch.compile"))
     if "counters" in x:
         c, trace_s = x["counters"], x["trace_median_s"]
         run_s = x["median_s"] - trace_s  # mark_step: kernels, and the barrier's own cost
@@ -284,14 +304,15 @@ def targets(rows) -> list[dict]:
         if not r["peer"].startswith("lazyrt") or "error" in r:
             continue
         checks = [("faster than eager", "step / eager's", r["vs_eager"],
-                   lambda v: v < 1),
+                   lambda v: v < 1, r.get("paired_vs_eager")),
                   ("no slower than torch.compile", "step / compile's", r["vs_compile"],
-                   lambda v: v <= 1),
+                   lambda v: v <= 1, r.get("paired_vs_compile")),
                   (f"trace < {MAX_TRACE_FRACTION:.0%} of step", "trace / step",
-                   r["trace_pct"] / 100, lambda v: v < MAX_TRACE_FRACTION)]
+                   r["trace_pct"] / 100, lambda v: v < MAX_TRACE_FRACTION, None)]
         out += [{"model": r["model"], "eager_ms": r.get("eager_ms"), "target": name,
-                 "measured": what, "value": v, "pass": v is not None and ok(v)}
-                for name, what, v, ok in checks]
+                 "measured": what, "value": v, "pass": v is not None and ok(v),
+                 "paired": paired}
+                for name, what, v, ok, paired in checks]
     return out
 
 
@@ -299,13 +320,23 @@ def print_targets(ts) -> None:
     if ts:
         report.print_table("lazyrt-c against the issue's targets",
                            ["model", "eager step ms", "target", "measured", "value",
-                            "result"],
+                            "paired, 95%", "result"],
                            [[t["model"], t.get("eager_ms"), t["target"], t["measured"],
-                             t["value"], "PASS" if t["pass"] else "FAIL"] for t in ts],
+                             t["value"], _paired_cell(t.get("paired")),
+                             "PASS" if t["pass"] else "FAIL"] for t in ts],
                            ["green" if t["pass"] else "red" for t in ts],
-                           caption="a missing peer (n/a) fails its target. The issue sizes "
-                                   "its benchmark by the eager step: a batch whose eager "
-                                   "step takes tens of milliseconds")
+                           caption="value: ratio of the medians (what PASS/FAIL judges). "
+                                   "paired: the median of round-by-round ratios and its 95% "
+                                   "interval. A missing peer (n/a) fails its target. The "
+                                   "issue sizes its benchmark by the eager step: a batch "
+                                   "whose eager step takes tens of milliseconds")
+
+
+def _paired_cell(paired):
+    if not paired:
+        return None
+    median, low, high = paired
+    return f"{median:.3f} ({low:.3f}-{high:.3f})"
 
 
 def run(repeats=timing.MIN_REPEATS, quick=False, tiny=False, peers=None) -> dict:
@@ -322,6 +353,7 @@ def run(repeats=timing.MIN_REPEATS, quick=False, tiny=False, peers=None) -> dict
     for case in model_cases(tiny):
         report.console.print(f"  {case.name}: {case.note}")
     rows = []
+    repeats = max(repeats, timing.MIN_REPEATS if quick else ROUNDS)
     for case in model_cases(tiny):
         rows += measure_model(case, repeats, quick, peers)
         timing.pause()
@@ -329,7 +361,7 @@ def run(repeats=timing.MIN_REPEATS, quick=False, tiny=False, peers=None) -> dict
     ts = targets(rows)
     print_targets(ts)
     return {"rows": rows, "targets": ts, "cpu_model": cpu, "threads": THREADS,
-            "repeats": max(repeats, timing.MIN_REPEATS), "check_steps": CHECK_STEPS,
+            "repeats": repeats, "check_steps": CHECK_STEPS,
             "loss_rtol": LOSS_RTOL, "peers": list(peers),
             "models": {c.name: c.note for c in model_cases(tiny)}}
 

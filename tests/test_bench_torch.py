@@ -39,6 +39,7 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
     doc = json.loads(out.read_text())
     assert doc["suite"] == "torch" and doc["cpu_model"] and doc["repeats"] >= 10
     rows = doc["rows"]
+    eager_samples = {r["model"]: r["samples_ms"] for r in rows if r["peer"] == "torch eager"}
     assert {(r["model"], r["peer"]) for r in rows} == {
         (c.name, p) for c in model_cases(tiny=True) for p in ("lazyrt-c", "torch eager")}
     for r in rows:
@@ -53,6 +54,10 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
         assert 0 < r["trace_ms"] <= r["ms"] * 1.5 and r["aten_ops"] > 10
         assert r["run_ms"] == pytest.approx(r["ms"] - r["trace_ms"])
         assert r["run_vs_compile"] is None   # torch.compile was not timed
+        assert r["paired_vs_compile"] is None
+        median, low, high = r["paired_vs_eager"]    # 10 rounds (--quick): 2nd and 9th
+        ratios = sorted(a / b for a, b in zip(r["samples_ms"], eager_samples[r["model"]]))
+        assert (low, high) == pytest.approx((ratios[1], ratios[8])) and low <= median <= high
         # measured, not judged: a replayed step ran and was timed
         assert r["floor_ms"] > 0 and r["floor_step_ms"] > 0 and r["floor_share_of_trace"] > 0
         parts = r["cpp_floor_parts_ms"]
@@ -63,6 +68,7 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
     for t in doc["targets"]:   # torch.compile was not timed: its target fails, unmeasured
         no_peer = t["target"] == "no slower than torch.compile"
         assert (t["value"] is None) == no_peer and not (no_peer and t["pass"]), t
+        assert (t["paired"] is not None) == (t["target"] == "faster than eager"), t
     assert {t["target"] for t in doc["targets"]} == {
         "faster than eager", "no slower than torch.compile", "trace < 20% of step"}
 
@@ -102,3 +108,18 @@ def test_the_trace_median_counts_the_timed_steps_only(warm):
     assert len(calls) == 2 * per
     kept = [round(t * 1000) for t in timed_traces["lazyrt-c"]]
     assert kept == [n for n in range(1, 2 * per + 1) if not (warm and n % per == 1)]
+
+
+def test_the_paired_ratio_interval_is_distribution_free():
+    """The median of round-by-round ratios, between the order statistics whose
+    binomial tails hold 2.5% each: the 2nd and 9th of 10, the 10th and 21st of
+    30; too few rounds for a 95% interval give none."""
+    assert timing.paired_ratio([1.0] * 5, [1.0] * 5) is None
+    a = [1.0 + i / 100 for i in range(10)]                 # ratios 1.00 .. 1.09
+    assert timing.paired_ratio(a[::-1], [1.0] * 10) == pytest.approx((1.045, 1.01, 1.08))
+    a = [2.0 + i / 100 for i in range(30)]
+    median, low, high = timing.paired_ratio(a, [2.0] * 30)
+    assert (low, high) == pytest.approx((1.045, 1.1)) and median == pytest.approx(1.0725)
+    # a slow spell that hits both peers of a round cancels in its ratio
+    slow = [1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert timing.paired_ratio([1.02 * x for x in slow], slow)[0] == pytest.approx(1.02)
