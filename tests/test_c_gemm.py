@@ -32,7 +32,7 @@ def blas_instance(request, monkeypatch):
         monkeypatch.setenv("LAZYRT_BLAS_CORETYPE", "numpy")
     else:
         own = c_blas._numpy_instance(c_gemm.numpy_openblas())
-        other = c_blas.other_family(own.core, c_blas._cpu_flags())
+        other = c_blas.other_family(own.core, c_blas.cpu_flags())
         if other is None:
             pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
         monkeypatch.setenv("LAZYRT_BLAS_CORETYPE", other)
@@ -50,10 +50,7 @@ def _launch_names():
 
 def _blas_threads():
     lib = c_gemm.numpy_openblas()[0]
-    for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_"):
-        if hasattr(lib, name):
-            return getattr(lib, name)()
-    raise AssertionError("no get_num_threads in NumPy's OpenBLAS")
+    return getattr(lib, c_blas.symbol(lib, "openblas_get_num_threads"))()
 
 
 def _operand(rng, shape, dtype, layout):
@@ -233,7 +230,7 @@ def test_the_measurement_is_made_once_per_host_and_remembered(fresh_choice, monk
 def test_the_other_family_must_win_by_the_margin(fresh_choice, monkeypatch, speeds, private):
     choose, blas = fresh_choice
     own = c_blas._numpy_instance(blas)
-    other = c_blas.other_family(own.core, c_blas._cpu_flags())
+    other = c_blas.other_family(own.core, c_blas.cpu_flags())
     if other is None:
         pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
     monkeypatch.setattr(c_blas, "_measured", lambda lib, o: {"": speeds[0], o: speeds[1]})
@@ -246,8 +243,8 @@ def test_the_other_family_must_win_by_the_margin(fresh_choice, monkeypatch, spee
 def test_a_real_probe_runs_the_family_it_asked_for(fresh_choice):
     _, blas = fresh_choice
     own = c_blas._numpy_instance(blas)
-    prefix, suffix = c_blas._symbols(blas[0])
-    symbols = (f"{prefix}cblas_sgemm{suffix}", f"{prefix}openblas_get_corename{suffix}")
+    symbols = (c_blas.symbol(blas[0], "cblas_sgemm"),
+               c_blas.symbol(blas[0], "openblas_get_corename"))
     assert c_blas._probe(blas[0]._name, "", symbols) > 0.1  # GF/s of one core
     with pytest.raises(ValueError, match="when asked for"):
         c_blas._probe(blas[0]._name, "NoSuchCore", symbols)
@@ -277,7 +274,7 @@ def test_a_copy_that_fails_to_load_keeps_numpys_instance(fresh_choice, monkeypat
 def test_a_damaged_copy_is_replaced_before_it_loads(fresh_choice):
     _, blas = fresh_choice
     own = c_blas._numpy_instance(blas)
-    other = c_blas.other_family(own.core, c_blas._cpu_flags())
+    other = c_blas.other_family(own.core, c_blas.cpu_flags())
     if other is None:
         pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
     with open(blas[0]._name, "rb") as f:

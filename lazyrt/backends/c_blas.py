@@ -41,10 +41,11 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from .. import cache
+from .c_compiler import _host_cpu, cpu_flags
 
 #: the other family must be this much faster (GF/s ratio) to be chosen
 MARGIN = 1.03
@@ -116,7 +117,7 @@ def _chosen(override: str, numpy_blas) -> GemmLibrary:
                               "chose NumPy's kernels")
     if override:
         return _private_or(own, override, f"$LAZYRT_BLAS_CORETYPE={override}")
-    other = other_family(own.core, _cpu_flags())
+    other = other_family(own.core, cpu_flags())
     if other is None:
         return _with_why(own, "OpenBLAS's own pick; no other kernel family to measure here")
     try:
@@ -140,23 +141,28 @@ def other_family(core: str, flags) -> Optional[str]:
     return None
 
 
-def _symbols(lib):
-    """(prefix, suffix) of the library's exported names: ``scipy_`` / ``64_``."""
-    for prefix in ("scipy_", ""):
-        if hasattr(lib, f"{prefix}cblas_sgemm64_"):
-            return prefix, "64_"
-    raise OSError("no ILP64 cblas_sgemm in the library")
+#: the name prefixes of ILP64 OpenBLAS builds' exports (NumPy's wheels: ``scipy_``)
+_PREFIXES = ("scipy_", "")
+
+
+def symbol(lib, name: str) -> str:
+    """The exported name of OpenBLAS function ``name`` (``cblas_sgemm``,
+    ``openblas_get_num_threads``...) in ILP64 build ``lib``; OSError if none."""
+    for prefix in _PREFIXES:
+        if hasattr(lib, f"{prefix}{name}64_"):
+            return f"{prefix}{name}64_"
+    raise OSError(f"no ILP64 {name} in {lib._name}")
+
+
+def address(lib, name: str) -> int:
+    """The address of OpenBLAS function ``name`` in ``lib`` (see :func:`symbol`)."""
+    return ctypes.cast(getattr(lib, symbol(lib, name)), ctypes.c_void_p).value
 
 
 def _corename(lib) -> str:
-    prefix, suffix = _symbols(lib)
-    fn = getattr(lib, f"{prefix}openblas_get_corename{suffix}")
+    fn = getattr(lib, symbol(lib, "openblas_get_corename"))
     fn.restype = ctypes.c_char_p
     return fn().decode()
-
-
-def _address(lib, name):
-    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
 
 def _numpy_instance(numpy_blas) -> GemmLibrary:
@@ -165,8 +171,7 @@ def _numpy_instance(numpy_blas) -> GemmLibrary:
 
 
 def _with_why(chosen: GemmLibrary, why: str) -> GemmLibrary:
-    return GemmLibrary(chosen.sgemm, chosen.dgemm, chosen.get_threads, chosen.set_threads,
-                       chosen.library, chosen.path, chosen.core, chosen.private, why)
+    return replace(chosen, why=why)
 
 
 def _private_or(own: GemmLibrary, core: str, why: str) -> GemmLibrary:
@@ -176,10 +181,8 @@ def _private_or(own: GemmLibrary, core: str, why: str) -> GemmLibrary:
     except OSError as e:
         return _with_why(own, f"{why}, but its private copy failed to load ({e}): "
                               "NumPy's instance")
-    prefix, suffix = _symbols(lib)
-    return GemmLibrary(_address(lib, f"{prefix}cblas_sgemm{suffix}"),
-                       _address(lib, f"{prefix}cblas_dgemm{suffix}"), 0, 0, lib, path,
-                       _corename(lib), True, why)
+    return GemmLibrary(address(lib, "cblas_sgemm"), address(lib, "cblas_dgemm"), 0, 0, lib,
+                       path, _corename(lib), True, why)
 
 
 def _folder() -> cache.CacheFolder:
@@ -189,7 +192,6 @@ def _folder() -> cache.CacheFolder:
 
 def _library_key(path: str) -> str:
     """The library file and this host's CPU, hashed: what a measurement holds for."""
-    from .c_compiler import _host_cpu
     st = os.stat(path)
     ident = f"{os.path.realpath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0{_host_cpu()}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
@@ -208,8 +210,7 @@ def _measured(lib, other: str) -> dict:
                 return kept
         except (OSError, ValueError):
             pass
-    prefix, suffix = _symbols(lib)
-    symbols = (f"{prefix}cblas_sgemm{suffix}", f"{prefix}openblas_get_corename{suffix}")
+    symbols = (symbol(lib, "cblas_sgemm"), symbol(lib, "openblas_get_corename"))
     best: dict = {}
     for _ in range(2):  # alternate, so both see the same machine; keep each one's best
         for core in ("", other):
@@ -269,12 +270,3 @@ def _same_bytes(path: str, data: bytes) -> bool:
             return f.read() == data
     except OSError:
         return False
-
-
-def _cpu_flags() -> frozenset:
-    from .c_compiler import _host_cpu
-    for line in _host_cpu().splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
-

@@ -392,6 +392,19 @@ def _headers_digest(include_dir: str) -> str:
     return h.hexdigest()
 
 
+def cpu_flags() -> frozenset:
+    """The CPU's feature flags (``/proc/cpuinfo``: x86 ``flags``, Arm ``Features``);
+    empty where the platform does not say."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 _HOST_CPU: list[str] = []
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..planner import matmul_operands
-from .c_blas import gemm_library
+from .c_blas import address, gemm_library
 
 #: below this many multiply-adds a matmul runs on the calling thread only
 PARALLEL_FLOPS = 1 << 18
@@ -56,14 +56,6 @@ def _gemm_source() -> str:
 #: the C source of ``lz_gemm`` (compiled once, cached like a generated kernel)
 GEMM_SOURCE = _gemm_source()
 
-#: (sgemm, dgemm, get threads, set threads) symbol names of ILP64 OpenBLAS builds
-_SYMBOLS = (
-    ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", "scipy_openblas_get_num_threads64_",
-     "scipy_openblas_set_num_threads64_"),
-    ("cblas_sgemm64_", "cblas_dgemm64_", "openblas_get_num_threads64_",
-     "openblas_set_num_threads64_"),
-)
-
 @functools.cache
 def numpy_openblas():
     """(library, addresses of sgemm, dgemm, get/set threads) of the ILP64
@@ -71,14 +63,11 @@ def numpy_openblas():
     for path in _openblas_paths():
         try:
             lib = ctypes.CDLL(path)
+            return (lib,) + tuple(address(lib, name) for name in (
+                "cblas_sgemm", "cblas_dgemm", "openblas_get_num_threads",
+                "openblas_set_num_threads"))
         except OSError:
             continue
-        for names in _SYMBOLS:
-            try:
-                fns = [getattr(lib, n) for n in names]
-            except AttributeError:
-                continue
-            return (lib,) + tuple(ctypes.cast(f, ctypes.c_void_p).value for f in fns)
     return None
 
 

@@ -113,15 +113,10 @@ def _check_openmp():
 
 def _check_vectors():
     import platform
+    from ..backends.c_compiler import cpu_flags
     machine = platform.machine()
-    flags = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for text in f:
-                if text.startswith(("flags", "Features")):
-                    flags.update(text.split(":", 1)[1].split())
-                    break
-    except OSError:
+    flags = cpu_flags()
+    if not flags:
         return True, f"{machine} (flags unknown on this platform)"
     if machine in ("aarch64", "arm64"):
         return "asimd" in flags, f"{machine}: NEON {'yes' if 'asimd' in flags else 'no'}"
