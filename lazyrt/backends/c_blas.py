@@ -94,7 +94,7 @@ class GemmLibrary:
     path: str = ""
     core: str = ""                        # the kernel family it runs
     private: bool = False
-    why: str = ""                         # how it was chosen, for `lazyrt machine`
+    why: str = ""                         # how it was chosen, for `lazyrt doctor`
 
 
 def gemm_library(numpy_blas) -> Optional[GemmLibrary]:
@@ -111,24 +111,24 @@ def _chosen(override: str, numpy_blas) -> GemmLibrary:
     lib = numpy_blas[0]
     own = _numpy_instance(numpy_blas)
     if override.lower() == "numpy":
-        return _with_why(own, "$LAZYRT_BLAS_CORETYPE=numpy")
+        return replace(own, why="$LAZYRT_BLAS_CORETYPE=numpy")
     if os.environ.get("OPENBLAS_CORETYPE"):
-        return _with_why(own, f"$OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} "
-                              "chose NumPy's kernels")
+        return replace(own, why=f"$OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} "
+                                "chose NumPy's kernels")
     if override:
         return _private_or(own, override, f"$LAZYRT_BLAS_CORETYPE={override}")
     other = other_family(own.core, cpu_flags())
     if other is None:
-        return _with_why(own, "OpenBLAS's own pick; no other kernel family to measure here")
+        return replace(own, why="OpenBLAS's own pick; no other kernel family to measure here")
     try:
         measured = _measured(lib, other)
     except (OSError, ValueError, subprocess.SubprocessError) as e:
-        return _with_why(own, f"OpenBLAS's own pick (measuring {other} failed: {e})")
+        return replace(own, why=f"OpenBLAS's own pick (measuring {other} failed: {e})")
     mine, theirs = measured.get(other, 0.0), measured.get("", 0.0)
     numbers = f"{other} {mine:.0f} vs {own.core} {theirs:.0f} GF/s per core (sgemm 512^3)"
     if mine >= MARGIN * theirs > 0:
         return _private_or(own, other, f"measured faster here: {numbers}")
-    return _with_why(own, f"OpenBLAS's own pick, measured: {numbers}")
+    return replace(own, why=f"OpenBLAS's own pick, measured: {numbers}")
 
 
 def other_family(core: str, flags) -> Optional[str]:
@@ -170,17 +170,13 @@ def _numpy_instance(numpy_blas) -> GemmLibrary:
     return GemmLibrary(sgemm, dgemm, get_threads, set_threads, lib, lib._name, _corename(lib))
 
 
-def _with_why(chosen: GemmLibrary, why: str) -> GemmLibrary:
-    return replace(chosen, why=why)
-
-
 def _private_or(own: GemmLibrary, core: str, why: str) -> GemmLibrary:
     """A private single-threaded instance running ``core``, else NumPy's."""
     try:
         lib, path = _load_private(own.path, core)
     except OSError as e:
-        return _with_why(own, f"{why}, but its private copy failed to load ({e}): "
-                              "NumPy's instance")
+        return replace(own, why=f"{why}, but its private copy failed to load ({e}): "
+                                "NumPy's instance")
     return GemmLibrary(address(lib, "cblas_sgemm"), address(lib, "cblas_dgemm"), 0, 0, lib,
                        path, _corename(lib), True, why)
 
