@@ -213,16 +213,39 @@ def test_the_measurement_is_made_once_per_host_and_remembered(fresh_choice, monk
     probes = []
 
     def probe(path, core, symbols):
-        probes.append(core)
-        return {"": 100.0, "Other": 90.0}[core]
+        probes.append(core)  # each kind: the best of the two rounds
+        return {kind: {"": 100.0, "Other": 90.0}[core] + i + len(probes)
+                for i, kind in enumerate(c_blas.KINDS)}
     monkeypatch.setattr(c_blas, "_probe", probe)
-    assert c_blas._measured(blas[0], "Other") == {"": 100.0, "Other": 90.0}
+    expected = {kind: {"": 103.0 + i, "Other": 94.0 + i} for i, kind in enumerate(c_blas.KINDS)}
+    assert c_blas._measured(blas[0], "Other") == expected
     assert probes == ["", "Other", "", "Other"]  # two alternating rounds
 
     def no_probe(*args):
         raise AssertionError("measured again")
     monkeypatch.setattr(c_blas, "_probe", no_probe)
-    assert c_blas._measured(blas[0], "Other") == {"": 100.0, "Other": 90.0}
+    assert c_blas._measured(blas[0], "Other") == expected
+
+
+def test_a_measurement_of_another_shape_is_made_again(fresh_choice, monkeypatch):
+    """A remembered file from a lazyrt that measured one kind only is measured over."""
+    _, blas = fresh_choice
+    c_blas._folder().write(f"choice-{c_blas._library_key(blas[0]._name)}.json",
+                           b'{"": 100.0, "Other": 90.0}')
+    monkeypatch.setattr(c_blas, "_probe", lambda path, core, symbols: dict.fromkeys(
+        c_blas.KINDS, 50.0))
+    assert c_blas._measured(blas[0], "Other") == dict.fromkeys(
+        c_blas.KINDS, {"": 50.0, "Other": 50.0})
+
+
+def test_product_kinds():
+    assert c_blas.product_kind(512, 512, 512, 0, 0) == "large"
+    assert c_blas.product_kind(100, 100, 100, 0, 0) == "small nn"  # exactly SMALL_MNK
+    assert c_blas.product_kind(100, 100, 101, 1, 0) == "large"
+    assert c_blas.product_kind(64, 64, 32, 0, 1) == "small nt"
+    assert c_blas.product_kind(64, 64, 32, 1, 0) == "small tn"
+    assert c_blas.product_kind(1, 1, 1, 1, 1) == "small tt"
+    assert set(c_blas._PROBED) == set(c_blas.KINDS)
 
 
 @pytest.mark.parametrize("speeds,private", [((100.0, 104.0), True), ((100.0, 102.0), False),
@@ -233,11 +256,54 @@ def test_the_other_family_must_win_by_the_margin(fresh_choice, monkeypatch, spee
     other = c_blas.other_family(own.core, c_blas.cpu_flags())
     if other is None:
         pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
-    monkeypatch.setattr(c_blas, "_measured", lambda lib, o: {"": speeds[0], o: speeds[1]})
-    chosen = choose("", blas)
+    monkeypatch.setattr(c_blas, "_measured", lambda lib, o: dict.fromkeys(
+        c_blas.KINDS, {"": speeds[0], o: speeds[1]}))
+    chosen = choose("", blas)["large"]
     assert chosen.private == private, chosen.why
     assert (chosen.core.lower() == other.lower()) == private
     assert f"{speeds[1]:.0f} vs" in chosen.why
+
+
+def test_each_kind_of_product_calls_the_instance_measured_faster_for_it(fresh_choice,
+                                                                          monkeypatch):
+    """Large products and small ones of each transposition are chosen apart: with
+    a measurement that splits them between the two instances, each launch calls
+    its own kind's instance, and every value is right."""
+    _, blas = fresh_choice
+    own = c_blas._numpy_instance(blas)
+    other = c_blas.other_family(own.core, c_blas.cpu_flags())
+    if other is None:
+        pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
+    faster_other = {"large", "small nt", "small tt"}  # mixed, both ways
+    monkeypatch.setattr(c_blas, "_measured", lambda lib, o: {
+        kind: {"": 100.0, o: 120.0 if kind in faster_other else 80.0} for kind in c_blas.KINDS})
+    used = []
+    real = c_gemm.gemm_library
+
+    def spy(numpy_blas, kind="large"):
+        chosen = real(numpy_blas, kind)
+        used.append((kind, chosen.private))
+        return chosen
+    monkeypatch.setattr(c_gemm, "gemm_library", spy)
+    rng = np.random.default_rng(3)
+    cases = [((300, 200), (200, 100), "contiguous", "contiguous", "large")] + [
+        ((40, 30), (30, 20), la, lb, f"small {'nt'[la == 'transposed']}{'nt'[lb == 'transposed']}")
+        for la in ("contiguous", "transposed") for lb in ("contiguous", "transposed")]
+    c_blas._chosen.cache_clear()
+    program_cache.clear()
+    try:
+        def lazy(x, layout):  # a transposed view recorded as one, not copied
+            return lr.tensor(x) if layout == "contiguous" else lr.tensor(x.T.copy()).mT
+        for sa, sb, la, lb, kind in cases:
+            a, b = _operand(rng, sa, np.float32, la), _operand(rng, sb, np.float32, lb)
+            with lr.backend("c"):
+                out = (lazy(a, la) @ lazy(b, lb)).numpy()
+                assert "matmul_blas" in _launch_names()
+            np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+            assert used[-1] == (kind, kind in faster_other), (used, kind)
+    finally:  # the next test must see this host's own choice and launches again
+        c_blas._chosen.cache_clear()
+        program_cache.clear()
 
 
 def test_a_real_probe_runs_the_family_it_asked_for(fresh_choice):
@@ -245,7 +311,9 @@ def test_a_real_probe_runs_the_family_it_asked_for(fresh_choice):
     own = c_blas._numpy_instance(blas)
     symbols = (c_blas.symbol(blas[0], "cblas_sgemm"),
                c_blas.symbol(blas[0], "openblas_get_corename"))
-    assert c_blas._probe(blas[0]._name, "", symbols) > 0.1  # GF/s of one core
+    speeds = c_blas._probe(blas[0]._name, "", symbols)
+    assert set(speeds) == set(c_blas.KINDS)
+    assert min(speeds.values()) > 0.1  # GF/s of one core
     with pytest.raises(ValueError, match="when asked for"):
         c_blas._probe(blas[0]._name, "NoSuchCore", symbols)
     assert own.core
@@ -255,9 +323,9 @@ def test_a_users_openblas_coretype_keeps_numpys_instance(fresh_choice, monkeypat
     choose, blas = fresh_choice
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
     monkeypatch.setattr(c_blas, "_measured", lambda *a: pytest.fail("measured"))
-    chosen = choose("", blas)
-    assert not chosen.private and chosen.get_threads == blas[3]
-    assert "$OPENBLAS_CORETYPE=Haswell" in chosen.why
+    for chosen in choose("", blas).values():
+        assert not chosen.private and chosen.get_threads == blas[3]
+        assert "$OPENBLAS_CORETYPE=Haswell" in chosen.why
 
 
 def test_a_copy_that_fails_to_load_keeps_numpys_instance(fresh_choice, monkeypatch):
@@ -266,9 +334,9 @@ def test_a_copy_that_fails_to_load_keeps_numpys_instance(fresh_choice, monkeypat
     def broken(path, core):
         raise OSError("no space left on device")
     monkeypatch.setattr(c_blas, "_load_private", broken)
-    chosen = choose("Haswell", blas)
-    assert not chosen.private and chosen.sgemm == blas[1]
-    assert "no space left on device" in chosen.why
+    for chosen in choose("Haswell", blas).values():
+        assert not chosen.private and chosen.sgemm == blas[1]
+        assert "no space left on device" in chosen.why
 
 
 def test_a_damaged_copy_is_replaced_before_it_loads(fresh_choice):

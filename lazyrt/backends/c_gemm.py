@@ -14,7 +14,8 @@ rows (or columns, when there are more of them).
 
 Which OpenBLAS: :mod:`.c_blas` measures, once per host, NumPy's instance
 against a private copy of the same library running the kernel family of the
-other vector width, and the launch calls the faster. A private copy is
+other vector width, for large products and for small ones of each
+transposition, and each launch calls the faster for its product. A private copy is
 single-threaded from the start. NumPy's instance is set to one thread under a
 process-wide lock while any launch runs, and its thread count comes back when
 the last concurrent caller leaves: meanwhile NumPy matmuls in *other* Python
@@ -40,7 +41,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..planner import matmul_operands
-from .c_blas import address, gemm_library
+from .c_blas import address, gemm_library, product_kind
 
 #: below this many multiply-adds a matmul runs on the calling thread only
 PARALLEL_FLOPS = 1 << 18
@@ -125,8 +126,10 @@ def gemm_args(step, buffers):
     a_strides = _batch_strides(a, batch)
     b_strides = _batch_strides(b, batch)
     pa, pb = _blas_operand(_matrix(a)), _blas_operand(_matrix(b))
-    blas = gemm_library(numpy_openblas())
-    if pa is None or pb is None or blas is None or a_strides is None or b_strides is None:
+    if pa is None or pb is None or a_strides is None or b_strides is None:
+        return None
+    blas = gemm_library(numpy_openblas(), product_kind(m, n, k, pa[1], pb[1]))
+    if blas is None:
         return None
     if 0 in batch:
         return None

@@ -126,15 +126,25 @@ def _check_vectors():
 
 
 def _check_blas():
-    from ..backends.c_blas import gemm_library
+    from ..backends.c_blas import KINDS, SMALL_MNK, gemm_choice
     from ..backends.c_gemm import numpy_openblas
     found = numpy_openblas()
     if found is None:
         return False, "NumPy's OpenBLAS (ILP64) not found: matmul goes through np.matmul"
-    chosen = gemm_library(found)
-    which = "a private single-threaded copy of NumPy's OpenBLAS" if chosen.private else \
-        "NumPy's OpenBLAS"
-    return True, f"{which}, {chosen.core} kernels ({chosen.why}): {chosen.path}"
+    choice = gemm_choice(found)
+
+    def which(chosen):
+        return ("a private single-threaded copy of NumPy's OpenBLAS" if chosen.private else
+                "NumPy's OpenBLAS") + f", {chosen.core} kernels ({chosen.why})"
+    large = choice["large"]
+    parts = [f"large products: {which(large)}: {large.path}"]
+    small = KINDS[1:]
+    if all(choice[kind] == large for kind in small):
+        parts.append(f"small products (M*N*K <= {SMALL_MNK:,}): the same")
+    else:
+        parts += [f"small {kind[-2:].upper()} products (M*N*K <= {SMALL_MNK:,}): "
+                  f"{which(choice[kind])}" for kind in small]
+    return True, "; ".join(parts)
 
 
 def _check_triton():
