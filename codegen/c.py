@@ -90,14 +90,18 @@ def _shape_free(st):
     return (st.attr[0], st.attr[3]) if st.op == "gather" else st.attr
 
 
-def emit_c(spec: KernelSpec) -> CKernel:
-    """C source for one kernel, and the runtime integers it reads."""
-    return _Emitter(spec).run()
+def emit_c(spec: KernelSpec, aliased: frozenset = frozenset()) -> CKernel:
+    """C source for one kernel, and the runtime integers it reads. ``aliased``
+    names the pointers (``in0``, ``out1``...) that may be one array at run time
+    (an output written over a donated input, element by element): they are
+    declared without ``restrict``."""
+    return _Emitter(spec, aliased).run()
 
 
 class _Emitter(ReductionEmitter, ScanEmitter):
-    def __init__(self, spec: KernelSpec):
+    def __init__(self, spec: KernelSpec, aliased: frozenset = frozenset()):
         self.s = spec
+        self.aliased = aliased
         self.iargs: list[int] = []
         self.out: list[str] = []
         self.red = tuple(spec.reduce_axes)
@@ -135,7 +139,8 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         t = _STORE_T[io.dtype]
         qual = "const " if const else ""
         k = int(prefix[2:]) if prefix.startswith("in") else len(self.s.inputs) + int(prefix[3:])
-        self.line(depth, f"{qual}{t} *restrict {prefix} = ({qual}{t} *)bufs[{k}];")
+        restrict = "" if prefix in self.aliased else "restrict "
+        self.line(depth, f"{qual}{t} *{restrict}{prefix} = ({qual}{t} *)bufs[{k}];")
         if io.index.offset:
             self.line(depth, f"const int64_t {prefix}_o = {self.arg(io.index.offset)};")
         for a, st in enumerate(io.index.strides):
@@ -283,7 +288,8 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         self.line(depth, f"const int64_t e{a} = b{a} + LZ_TILE < n{a} ? b{a} + LZ_TILE : n{a};")
         for k, o in outs:
             t = _STORE_T[o.dtype]
-            self.line(depth, f"{t} *restrict d{k} = lz_stream ? tile{k} : out{k} + {base(k, o)};")
+            restrict = "" if f"out{k}" in self.aliased else "restrict "
+            self.line(depth, f"{t} *{restrict}d{k} = lz_stream ? tile{k} : out{k} + {base(k, o)};")
 
     def close_tile(self, depth, outs, a, base):
         for k, o in outs:

@@ -142,8 +142,11 @@ cdef class ProgramRunner:
         free(self.param_buf)
         free(self.param_slot)
 
-    def run(self, list params, report=None):
+    def run(self, list params, report=None, list donated=None):
         """Run on ``params``; ``report(step, seconds)`` after each step, if given.
+        ``donated``: (output buffer, parameter position) pairs whose output is
+        written over the parameter's array instead of a fresh one (the caller
+        found nobody else holding it).
 
         Kernels release the GIL, so two threads may run one program at once:
         only one of them uses the program's scratch buffers."""
@@ -163,6 +166,9 @@ cdef class ProgramRunner:
         try:
             for k, value in scratch:
                 bufs[k] = value
+            if donated:
+                for k, p in donated:
+                    bufs[k] = params[p]  # _run leaves a bound buffer as it is
             return self._run(params, bufs, report)
         finally:
             if own:
@@ -175,7 +181,8 @@ cdef class ProgramRunner:
         cdef object value, step
         cdef cnp.ndarray big = None  # the scalar table, when the stack one is too small
         for k, shape, dt in self.fresh:
-            bufs[k] = _empty(shape, dt)
+            if bufs[k] is None:
+                bufs[k] = _empty(shape, dt)
         if self.n_scalars > 64:
             big = np.zeros(self.n_scalars, np.int64)
             words = <int64_t *>cnp.PyArray_DATA(big)

@@ -31,6 +31,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import _launch
 from . import _recorder as R
 from ._capture import bind_results, capture, pending_graph_size
 from . import backends as B
@@ -157,7 +158,11 @@ def _execute(nodes: list):
     t1 = perf_counter()
     if be is _device_backend:
         results = program.run(values, debug.report_launch if level >= 2 else None,
-                              _dead_params(cap, program))
+                              _dead_params(cap, program, _device_backend.owns))
+    elif getattr(program, "donation_candidates", None) and values is cap.values and \
+            not getattr(be, "device_values", False):  # a host backend's own arrays (c)
+        results = program.run(values, debug.report_launch if level >= 2 else None,
+                              _dead_params(cap, program, _host_owned))
     elif level >= 2:
         results = program.run(values, debug.report_launch)
     else:
@@ -237,14 +242,14 @@ def _refcounts_read_as_counted() -> bool:
 _EXACT_REFCOUNTS = _refcounts_read_as_counted()
 
 
-def _dead_params(cap, program) -> tuple:
-    """Positions of the parameters whose device buffer nobody holds but this
-    graph: no tensor, no other pending op, no other node (reference counts
-    exactly as the program expects), so the run may write over them."""
+def _dead_params(cap, program, owns) -> tuple:
+    """Positions of the parameters whose buffer nobody holds but this graph: no
+    tensor, no other pending op, no other node (reference counts exactly as the
+    program expects), and ``owns(value)``, so the run may write over them."""
     if not _EXACT_REFCOUNTS:
         return ()
     nodes, params, values = cap.nodes, cap.params, cap.values
-    owns, refs = _device_backend.owns, sys.getrefcount
+    refs = sys.getrefcount
     # a value held only by its node and cap.values (+ the count's argument); every
     # graph node that reads it dies with the graph
     return tuple(k for k, expected, holders in program.donation_candidates
@@ -253,10 +258,34 @@ def _dead_params(cap, program) -> tuple:
                  and all(refs(nodes[j]) == held for j, held in holders))
 
 
+def _host_owned(array) -> bool:
+    """Whether a host parameter's memory is lazyrt's alone: a read-only (lazyrt's
+    values are) C-contiguous array that owns its memory or views one of
+    lazyrt's pool blocks, each link of that chain held only by the one before
+    it, so no other array, memoryview or user object sees the memory."""
+    if type(array) is not np.ndarray or array.flags.writeable or \
+            not array.flags.c_contiguous:
+        return False
+    refs = sys.getrefcount
+    link = array.base
+    while type(link) is np.ndarray:
+        if refs(link) != 3:  # the array before it, this name, the argument
+            return False
+        link = link.base
+    if link is None:
+        return True
+    if type(link) is not memoryview or refs(link) != 3:
+        return False
+    link = link.obj
+    return type(link) is _launch._Block and refs(link) == 3
+
+
 def _host_values(values: list) -> list:
     """Parameters for a backend other than the device backend that ran last: a
     device array still bound to a tensor is copied to the host for it."""
     owns = _device_backend.owns
+    if not any(owns(v) for v in values):
+        return values  # the same list: a host backend may still donate (_dead_params)
     return [np.asarray(v) if owns(v) else v for v in values]
 
 

@@ -107,6 +107,38 @@ class Built(NamedTuple):
     log: str = ""
 
 
+def donation_candidates(graph, positions) -> tuple:
+    """``(parameter position, expected references, holders)`` for the parameters
+    at ``positions`` whose buffer a run may write over when nobody outside the
+    graph holds them (the runtime checks, per run: ``runtime._dead_params``).
+
+    A node nobody outside the graph holds is referenced by the capture's node
+    list, once per use in the graph, and by the reference count's own argument.
+    ``holders`` are the graph's non-output nodes that read the parameter,
+    directly or through each other, each with its expected references: such a
+    node outlives the barrier when someone outside holds it (a pending tensor),
+    and then so must the parameter. Outputs let go of their inputs when bound."""
+    nodes = graph.nodes
+    uses = [0] * len(nodes)
+    readers = [[] for _ in nodes]
+    for j, n in enumerate(nodes):
+        for i in n.inputs:
+            uses[i] += 1
+            readers[i].append(j)
+    outputs = set(graph.outputs)
+    out = []
+    for k in positions:
+        p = graph.params[k]
+        holders, stack = set(), [j for j in readers[p] if j not in outputs]
+        while stack:
+            j = stack.pop()
+            if j not in holders:
+                holders.add(j)
+                stack.extend(r for r in readers[j] if r not in outputs)
+        out.append((k, uses[p] + 2, tuple((j, uses[j] + 2) for j in sorted(holders))))
+    return tuple(out)
+
+
 def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
     """The one compile path: ``make_plan(graph)``, then ``build_step(step, plan)
     -> Built`` for each of the plan's steps, timed. Returns ``(plan, launches,

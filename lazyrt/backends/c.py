@@ -24,9 +24,11 @@ from .. import dtypes as D
 from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
 from ..planner import Capabilities, KernelStep, MatmulStep, matmul_operands, plan
-from ..planner.kernel_ir import gather_checks
+from ..planner.kernel_ir import IndexMap, gather_checks
+from ..planner.schedule import reads
+from ..planner.strided import contiguous_strides
 from . import gather_scatter, host
-from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
+from .base import Built, buffer_bytes, compile_graph, donation_candidates, spec_ops, view_bytes
 from .c_compiler import CCompiler
 from .c_gemm import GEMM_SOURCE, gemm_args
 
@@ -68,15 +70,68 @@ class _Opaque:
         bufs[s.out][...] = host.run(s, ins)
 
 
+def donation_pairs(the_plan) -> tuple:
+    """``(parameter position, step, input position, output position)`` for each
+    data parameter whose array a run may hand to an output of the last step that
+    reads it, to be written over element by element (an optimizer's
+    ``w = w - lr * g``: no fresh buffer, no second copy of ``w`` in the caches).
+    An output may have several candidates and a parameter several outputs: per
+    run, each output takes the first candidate nobody else holds
+    (``runtime._dead_params``) and no other output took. Only a pointwise kernel
+    takes one, and only where it reads the parameter at exactly the index it
+    stores the output at: same dtype and shape, each one whole contiguous
+    buffer, no later step reading the parameter and no output viewing it."""
+    buffers, steps = the_plan.buffers, the_plan.steps
+    position = {b: k for k, b in enumerate(the_plan.param_buffers) if b >= 0}
+    last = {}
+    for s, st in enumerate(steps):
+        for b in reads(st):
+            last[b] = s
+    viewed = {o.buffer for o in the_plan.outputs}
+    pairs = []
+    for s, st in enumerate(steps):
+        spec = getattr(st, "spec", None)
+        if not isinstance(st, KernelStep) or spec.reduce_axes or any(
+                b.op in ("gather", "scan", "reduce") for b in spec.body):
+            continue
+        whole = IndexMap(0, contiguous_strides(spec.domain))  # the domain may be coalesced
+        size = int(np.prod(spec.domain, dtype=np.int64))
+        for oi, out in enumerate(spec.outputs):
+            ob = buffers[out.buffer]
+            if ob.kind != "output" or out.index != whole \
+                    or int(np.prod(ob.shape, dtype=np.int64)) != size:
+                continue
+            for ii, inp in enumerate(spec.inputs):
+                k = position.get(inp.buffer)
+                pb = buffers[inp.buffer]
+                if k is None or inp.buffer in viewed or last[inp.buffer] != s \
+                        or pb.dtype != ob.dtype or tuple(pb.shape) != tuple(ob.shape) \
+                        or any(other.buffer == inp.buffer and other.index != whole
+                               for other in spec.inputs):
+                    continue
+                pairs.append((k, s, ii, oi))
+    return tuple(pairs)
+
+
 class CProgram:
     """A compiled program: its plan and a :class:`lazyrt._launch.ProgramRunner`
-    that does each run's work (buffers, parameters, launches) in C."""
+    that does each run's work (buffers, parameters, launches) in C.
 
-    def __init__(self, the_plan, launches, record):
+    ``donation_candidates`` (see :func:`.base.donation_candidates`) are the
+    parameters of :func:`donation_pairs`; a run given some of them as ``dead``
+    writes their outputs over their arrays."""
+
+    def __init__(self, the_plan, launches, record, donated=None):
         self.plan = the_plan
         self.record = record
         self.launches = launches
         self.kernels = len(launches)
+        donated = donation_pairs(the_plan) if donated is None else donated
+        #: (parameter position, the output buffer its array may become), in order
+        self.donations = tuple((k, the_plan.steps[s].spec.outputs[oi].buffer)
+                               for k, s, _, oi in donated)
+        self.donation_candidates = donation_candidates(
+            the_plan.graph, sorted({k for k, _ in self.donations}))
         buffers = the_plan.buffers
         spec = [(b.id, b.shape, D.DTYPES[b.dtype]) for b in buffers]
         # outputs that are a whole buffer are handed out as is; others as views
@@ -91,11 +146,20 @@ class CProgram:
         self.bytes = {id(launch): k.bytes_moved for launch, k in zip(launches, record.kernels)}
         self.names = {id(launch): k.name for launch, k in zip(launches, record.kernels)}
 
-    def run(self, params, report=None):
+    def run(self, params, report=None, dead=()):
+        donate = None
+        if dead:  # each output takes the first dead candidate no other output took
+            donate, given, filled = [], set(), set()
+            for k, out in self.donations:
+                if k in dead and k not in given and out not in filled:
+                    donate.append((out, k))
+                    given.add(k)
+                    filled.add(out)
         if report is None:
-            return self.runner.run(params)
+            return self.runner.run(params, None, donate)
         return self.runner.run(params, lambda launch, seconds: report(
-            self.names.get(id(launch), launch.name), seconds, self.bytes.get(id(launch), 0)))
+            self.names.get(id(launch), launch.name), seconds, self.bytes.get(id(launch), 0)),
+            donate)
 
 
 def _is_whole(buffer, view):
@@ -134,17 +198,25 @@ class CBackend:
         return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib), outcome
 
     def compile(self, graph):
+        donated, aliased = {}, {}
+
+        def build(step, the_plan):
+            if not donated:  # once per plan: the pointers a donation makes one array
+                donated["pairs"] = donation_pairs(the_plan)
+                for _, s, ii, oi in donated["pairs"]:
+                    aliased.setdefault(id(the_plan.steps[s]), set()).update((f"in{ii}", f"out{oi}"))
+            return self._build(step, the_plan, frozenset(aliased.get(id(step), ())))
         the_plan, launches, record = compile_graph(
             self, graph,
             lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
                                            gather_in_kernels=True, matmul_transposed_out=True)),
-            self._build)
-        return CProgram(the_plan, launches, record)
+            build)
+        return CProgram(the_plan, launches, record, donated.get("pairs"))
 
-    def _build(self, step, the_plan) -> Built:
+    def _build(self, step, the_plan, aliased=frozenset()) -> Built:
         buffers = the_plan.buffers
         if isinstance(step, KernelStep):
-            ck = emit_c(step.spec)
+            ck = emit_c(step.spec, aliased)
             launch, outcome = self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
                                            ck.iargs, ck.scalar_params)
             checks = gather_checks(step.spec)

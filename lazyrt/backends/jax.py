@@ -57,7 +57,7 @@ from ..codegen.lowering import EmitError
 from ..compile_record import COMPILED
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
-from .base import Built, compile_graph, frozen
+from .base import Built, compile_graph, donation_candidates, frozen
 
 PLATFORM_VARIABLE = "LAZYRT_JAX_PLATFORM"
 #: caps XLA:CPU at an ISA without FMA instructions, so ``a * b + c`` rounds twice
@@ -272,31 +272,13 @@ class JaxBackend:
 
 
 def _donation_candidates(graph) -> tuple:
-    """(parameter position, expected references, holders) per donatable parameter:
-    see :class:`JaxProgram`. A node nobody outside the graph holds is referenced
-    by the capture's node list, once per use in the graph, and by the reference
-    count's own argument."""
+    """:func:`.base.donation_candidates` for the data parameters with an output's
+    shape and dtype (XLA picks which output reuses which donated buffer)."""
     nodes = graph.nodes
-    uses = [0] * len(nodes)
-    readers = [[] for _ in nodes]
-    for j, n in enumerate(nodes):
-        for i in n.inputs:
-            uses[i] += 1
-            readers[i].append(j)
-    outputs = set(graph.outputs)  # bound after the run: they let go of their inputs
-    shapes = {(nodes[o].shape, nodes[o].dtype) for o in outputs}
-    out = []
-    for k, p in enumerate(graph.params):
-        if nodes[p].op is ops.SCALAR or (nodes[p].shape, nodes[p].dtype) not in shapes:
-            continue
-        holders, stack = set(), [j for j in readers[p] if j not in outputs]
-        while stack:
-            j = stack.pop()
-            if j not in holders:
-                holders.add(j)
-                stack.extend(r for r in readers[j] if r not in outputs)
-        out.append((k, uses[p] + 2, tuple((j, uses[j] + 2) for j in sorted(holders))))
-    return tuple(out)
+    shapes = {(nodes[o].shape, nodes[o].dtype) for o in graph.outputs}
+    return donation_candidates(graph, [
+        k for k, p in enumerate(graph.params)
+        if nodes[p].op is not ops.SCALAR and (nodes[p].shape, nodes[p].dtype) in shapes])
 
 
 def _nbytes(node) -> int:
