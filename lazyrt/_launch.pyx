@@ -109,7 +109,7 @@ cdef class ProgramRunner:
     """
     cdef list steps
     cdef Py_ssize_t nbuf
-    cdef list scratch_spec, scratch, fresh, outputs
+    cdef list scratch_spec, scratch, fresh, outputs, shared
     cdef int nparams, n_scalars
     cdef int *param_buf
     cdef int *param_slot
@@ -117,16 +117,19 @@ cdef class ProgramRunner:
     cdef bint busy
 
     def __cinit__(self, list steps, Py_ssize_t nbuf, list scratch, list fresh,
-                  list params, int n_scalars, list outputs, make_view):
+                  list params, int n_scalars, list outputs, make_view, list shared=None):
         """``scratch``/``fresh``: (buffer, shape, dtype); ``params``: (buffer or -1,
         scalar slot or -1) per parameter; ``outputs``: (buffer, view or None);
-        ``make_view(array, view)`` makes an output that is not a whole buffer."""
+        ``make_view(array, view)`` makes an output that is not a whole buffer;
+        ``shared``: (buffer, scratch buffer) pairs, in step order, of scratch
+        buffers that are another's memory (a kernel stores one over the other)."""
         cdef int k
         self.steps = steps
         self.nbuf = nbuf
         self.scratch_spec = scratch
         self.scratch = None
         self.fresh = [(i, tuple(shape), np.dtype(dt)) for i, shape, dt in fresh]
+        self.shared = shared or []
         self.outputs = outputs
         self.make_view = make_view
         self.n_scalars = n_scalars
@@ -166,6 +169,8 @@ cdef class ProgramRunner:
         try:
             for k, value in scratch:
                 bufs[k] = value
+            for k, j in self.shared:
+                bufs[k] = bufs[j]
             if donated:
                 for k, p in donated:
                     bufs[k] = params[p]  # _run leaves a bound buffer as it is

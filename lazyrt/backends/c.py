@@ -70,25 +70,18 @@ class _Opaque:
         bufs[s.out][...] = host.run(s, ins)
 
 
-def donation_pairs(the_plan) -> tuple:
-    """``(parameter position, step, input position, output position)`` for each
-    data parameter whose array a run may hand to an output of the last step that
-    reads it, to be written over element by element (an optimizer's
-    ``w = w - lr * g``: no fresh buffer, no second copy of ``w`` in the caches).
-    An output may have several candidates and a parameter several outputs: per
-    run, each output takes the first candidate nobody else holds
-    (``runtime._dead_params``) and no other output took. Only a pointwise kernel
-    takes one, and only where it reads the parameter at exactly the index it
-    stores the output at: same dtype and shape, each one whole contiguous
-    buffer, no later step reading the parameter and no output viewing it."""
+def in_place_pairs(the_plan, inputs: str, outputs: str):
+    """``(step, input position, output position, input buffer, output buffer)``
+    where a pointwise kernel may store an output over an input buffer, element
+    by element: buffers of kinds ``inputs`` and ``outputs``, the input read at
+    exactly the index the output is stored at (one whole contiguous buffer each,
+    same dtype and shape), no later step reading the input, no output viewing it."""
     buffers, steps = the_plan.buffers, the_plan.steps
-    position = {b: k for k, b in enumerate(the_plan.param_buffers) if b >= 0}
     last = {}
     for s, st in enumerate(steps):
         for b in reads(st):
             last[b] = s
     viewed = {o.buffer for o in the_plan.outputs}
-    pairs = []
     for s, st in enumerate(steps):
         spec = getattr(st, "spec", None)
         if not isinstance(st, KernelStep) or spec.reduce_axes or any(
@@ -98,18 +91,43 @@ def donation_pairs(the_plan) -> tuple:
         size = int(np.prod(spec.domain, dtype=np.int64))
         for oi, out in enumerate(spec.outputs):
             ob = buffers[out.buffer]
-            if ob.kind != "output" or out.index != whole \
+            if ob.kind != outputs or out.index != whole \
                     or int(np.prod(ob.shape, dtype=np.int64)) != size:
                 continue
             for ii, inp in enumerate(spec.inputs):
-                k = position.get(inp.buffer)
-                pb = buffers[inp.buffer]
-                if k is None or inp.buffer in viewed or last[inp.buffer] != s \
-                        or pb.dtype != ob.dtype or tuple(pb.shape) != tuple(ob.shape) \
+                ib = buffers[inp.buffer]
+                if ib.kind != inputs or inp.buffer in viewed or last[inp.buffer] != s \
+                        or ib.dtype != ob.dtype or tuple(ib.shape) != tuple(ob.shape) \
                         or any(other.buffer == inp.buffer and other.index != whole
                                for other in spec.inputs):
                     continue
-                pairs.append((k, s, ii, oi))
+                yield s, ii, oi, inp.buffer, out.buffer
+
+
+def donation_pairs(the_plan) -> tuple:
+    """``(parameter position, step, input position, output position)`` for each
+    data parameter whose array a run may hand to an output of the last step that
+    reads it (:func:`in_place_pairs`), to be written over: an optimizer's
+    ``w = w - lr * g`` needs no fresh buffer and no second copy of ``w`` in the
+    caches. An output may have several candidates and a parameter several
+    outputs: per run, each output takes the first candidate nobody else holds
+    (``runtime._dead_params``) and no other output took."""
+    position = {b: k for k, b in enumerate(the_plan.param_buffers) if b >= 0}
+    return tuple((position[i], s, ii, oi)
+                 for s, ii, oi, i, _ in in_place_pairs(the_plan, "param", "output"))
+
+
+def shared_scratch(the_plan) -> tuple:
+    """``(step, input position, output position, input buffer, output buffer)``:
+    the program's own scratch buffers a kernel stores its scratch output over
+    (:func:`in_place_pairs`; each buffer in one pair at most): a ReLU over a
+    matmul's product, or its backward over the incoming gradient, then needs no
+    second buffer of that size, and writes lines it just read."""
+    pairs, used = [], set()
+    for s, ii, oi, i, o in in_place_pairs(the_plan, "scratch", "scratch"):
+        if i not in used and o not in used:
+            pairs.append((s, ii, oi, i, o))
+            used.update((i, o))
     return tuple(pairs)
 
 
@@ -119,14 +137,17 @@ class CProgram:
 
     ``donation_candidates`` (see :func:`.base.donation_candidates`) are the
     parameters of :func:`donation_pairs`; a run given some of them as ``dead``
-    writes their outputs over their arrays."""
+    writes their outputs over their arrays. The scratch outputs of
+    :func:`shared_scratch` are always stored over their inputs."""
 
-    def __init__(self, the_plan, launches, record, donated=None):
+    def __init__(self, the_plan, launches, record, donated=None, shared=None):
         self.plan = the_plan
         self.record = record
         self.launches = launches
         self.kernels = len(launches)
         donated = donation_pairs(the_plan) if donated is None else donated
+        shared = shared_scratch(the_plan) if shared is None else shared
+        into = {o for _, _, _, _, o in shared}  # scratch stored over another scratch
         #: (parameter position, the output buffer its array may become), in order
         self.donations = tuple((k, the_plan.steps[s].spec.outputs[oi].buffer)
                                for k, s, _, oi in donated)
@@ -139,10 +160,10 @@ class CProgram:
                    for o in the_plan.outputs]
         self.runner = _launch.ProgramRunner(
             list(launches), len(buffers),
-            [s for s, b in zip(spec, buffers) if b.kind == "scratch"],
+            [s for s, b in zip(spec, buffers) if b.kind == "scratch" and b.id not in into],
             [s for s, b in zip(spec, buffers) if b.kind == "output"],
             list(zip(the_plan.param_buffers, the_plan.scalar_slot)), the_plan.n_scalars,
-            outputs, _strided)
+            outputs, _strided, [(o, i) for _, _, _, i, o in shared])
         self.bytes = {id(launch): k.bytes_moved for launch, k in zip(launches, record.kernels)}
         self.names = {id(launch): k.name for launch, k in zip(launches, record.kernels)}
 
@@ -198,12 +219,14 @@ class CBackend:
         return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib), outcome
 
     def compile(self, graph):
-        donated, aliased = {}, {}
+        pairs, aliased = {}, {}
 
         def build(step, the_plan):
-            if not donated:  # once per plan: the pointers a donation makes one array
-                donated["pairs"] = donation_pairs(the_plan)
-                for _, s, ii, oi in donated["pairs"]:
+            if not pairs:  # once per plan: the pointers an in-place store makes one array
+                pairs["donated"] = donation_pairs(the_plan)
+                pairs["shared"] = shared_scratch(the_plan)
+                for s, ii, oi in [p[1:] for p in pairs["donated"]] + \
+                        [p[:3] for p in pairs["shared"]]:
                     aliased.setdefault(id(the_plan.steps[s]), set()).update((f"in{ii}", f"out{oi}"))
             return self._build(step, the_plan, frozenset(aliased.get(id(step), ())))
         the_plan, launches, record = compile_graph(
@@ -211,7 +234,7 @@ class CBackend:
             lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
                                            gather_in_kernels=True, matmul_transposed_out=True)),
             build)
-        return CProgram(the_plan, launches, record, donated.get("pairs"))
+        return CProgram(the_plan, launches, record, pairs.get("donated"), pairs.get("shared"))
 
     def _build(self, step, the_plan, aliased=frozenset()) -> Built:
         buffers = the_plan.buffers
