@@ -244,3 +244,44 @@ def test_a_scratch_read_after_the_kernel_keeps_its_own_buffer(c_backend):
         lp = lr.tensor(x) @ lr.tensor(w)
         got = (lp.T @ lr.maximum(lp, 0.0)).numpy()
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_a_torch_training_step_donates_and_keeps_what_the_user_kept(monkeypatch):
+    """AdamW on lazy parameters: the update is donated, while a clone of the old
+    weight and an alias of the weight (which eager torch updates in place) read
+    as in eager torch, step after step."""
+    torch = pytest.importorskip("torch")
+    import copy
+    import lazyrt.torch as lt
+    donated = []
+    real = runtime._dead_params
+
+    def counted(*args):
+        dead = real(*args)
+        donated.append(len(dead))
+        return dead
+    monkeypatch.setattr(runtime, "_dead_params", counted)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    eager, lazy = copy.deepcopy(model), lt.lazy(copy.deepcopy(model))
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager, lazy)]
+    x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
+    with lr.backend("c"):
+        for step in range(5):
+            kept = []
+            for m, opt, xx, yy in ((eager, opts[0], x, y), (lazy, opts[1], x.to("lazy"),
+                                                              y.to("lazy"))):
+                opt.zero_grad()
+                old = m[0].weight.detach().clone()
+                alias = m[0].weight.detach()
+                loss = torch.nn.functional.cross_entropy(m(xx), yy)
+                loss.backward()
+                opt.step()
+                if m is lazy:
+                    lt.mark_step()
+                kept.append((old.cpu(), alias.cpu(), loss.item()))
+            (eo, ea, el), (lo, la, ll) = kept
+            torch.testing.assert_close(lo, eo, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(la, ea, rtol=1e-5, atol=1e-6)
+            assert abs(ll - el) <= 1e-4 * abs(el)
+    assert sum(donated) > 0
