@@ -140,13 +140,11 @@ class CProgram:
     writes their outputs over their arrays. The scratch outputs of
     :func:`shared_scratch` are always stored over their inputs."""
 
-    def __init__(self, the_plan, launches, record, donated=None, shared=None):
+    def __init__(self, the_plan, launches, record, donated: tuple, shared: tuple):
         self.plan = the_plan
         self.record = record
         self.launches = launches
         self.kernels = len(launches)
-        donated = donation_pairs(the_plan) if donated is None else donated
-        shared = shared_scratch(the_plan) if shared is None else shared
         into = {o for _, _, _, _, o in shared}  # scratch stored over another scratch
         #: (parameter position, the output buffer its array may become), in order
         self.donations = tuple((k, the_plan.steps[s].spec.outputs[oi].buffer)
@@ -219,22 +217,20 @@ class CBackend:
         return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib), outcome
 
     def compile(self, graph):
-        pairs, aliased = {}, {}
+        found = {}
 
-        def build(step, the_plan):
-            if not pairs:  # once per plan: the pointers an in-place store makes one array
-                pairs["donated"] = donation_pairs(the_plan)
-                pairs["shared"] = shared_scratch(the_plan)
-                for s, ii, oi in [p[1:] for p in pairs["donated"]] + \
-                        [p[:3] for p in pairs["shared"]]:
-                    aliased.setdefault(id(the_plan.steps[s]), set()).update((f"in{ii}", f"out{oi}"))
-            return self._build(step, the_plan, frozenset(aliased.get(id(step), ())))
+        def make_plan(g):  # and, once, the pointers an in-place store makes one array
+            the_plan = plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
+                                            gather_in_kernels=True, matmul_transposed_out=True))
+            found["donated"], found["shared"] = donation_pairs(the_plan), shared_scratch(the_plan)
+            aliased = found["aliased"] = {}
+            for s, ii, oi in [p[1:] for p in found["donated"]] + [p[:3] for p in found["shared"]]:
+                aliased.setdefault(id(the_plan.steps[s]), set()).update((f"in{ii}", f"out{oi}"))
+            return the_plan
         the_plan, launches, record = compile_graph(
-            self, graph,
-            lambda g: plan(g, Capabilities(matmul_epilogue=False, matmul_engine="BLAS",
-                                           gather_in_kernels=True, matmul_transposed_out=True)),
-            build)
-        return CProgram(the_plan, launches, record, pairs.get("donated"), pairs.get("shared"))
+            self, graph, make_plan, lambda step, the_plan: self._build(
+                step, the_plan, frozenset(found["aliased"].get(id(step), ()))))
+        return CProgram(the_plan, launches, record, found["donated"], found["shared"])
 
     def _build(self, step, the_plan, aliased=frozenset()) -> Built:
         buffers = the_plan.buffers
