@@ -160,3 +160,49 @@ def test_bad_shapes_raise_runtime_error_as_eager(torch_backend):
     assert type(lazy.value) is type(eager.value)
     with pytest.raises(IndexError):
         torch.ones(3).to("lazy").sum(2)
+
+
+def test_dispatch_rule_lookup_is_lazyrt_s_and_answers_as_torch_s():
+    # torch asks find_torch_dispatch_rule before every lazy aten op; lazyrt's faster
+    # lookup (tensor.py) must give the answers torch's own gives
+    from torch._library import simple_registry as registry
+    from lazyrt.torch.tensor import LazyTensor
+    ours, torchs = registry.find_torch_dispatch_rule, \
+        registry.find_torch_dispatch_rule.lazyrt_original
+    assert ours is not torchs
+    for op in (torch.ops.aten.add.Tensor, torch.ops.aten.view_copy.default,
+               torch.ops.aten.mm.default):
+        assert ours(op, LazyTensor) is torchs(op, LazyTensor) is None
+
+    def neg_rule(cls, func, types, args, kwargs):
+        return NotImplemented
+    handle = registry.singleton.find("aten::neg").torch_dispatch_rules.register(
+        LazyTensor, neg_rule)
+    try:
+        op = torch.ops.aten.neg.default
+        assert ours(op, LazyTensor) is torchs(op, LazyTensor) is neg_rule
+        assert ours(op, torch.Tensor) is torchs(op, torch.Tensor) is None
+    finally:
+        handle.destroy()
+    assert ours(op, LazyTensor) is None
+
+
+def test_a_registered_dispatch_rule_reaches_the_lazy_tensor():
+    # run in a fresh process: the rule is registered for good, and torch keeps the
+    # lookup it found at the first dispatch (lazyrt's, installed at import)
+    code = """if True:
+        import torch, lazyrt.torch as lt
+        from lazyrt.torch.tensor import LazyTensor
+        seen = []
+        def rule(cls, func, types, args, kwargs):
+            seen.append(str(func))
+            return LazyTensor.__torch_dispatch__(func, types, args, kwargs)
+        lib = torch.library.Library("aten", "FRAGMENT")
+        lib._register_torch_dispatch_rule("neg", LazyTensor, rule)
+        x = torch.arange(3.0).to("lazy")
+        y = (-x).cpu()
+        print(seen.count("aten.neg.default"), y.tolist())
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split("\n")[0] == "1 [-0.0, -1.0, -2.0]"
