@@ -67,3 +67,42 @@ def test_c_and_triton_lay_out_a_kernel_from_the_same_layout():
     spec = _planned_kernel(np.ones((4, 1), np.float32))
     c, t = emit_c(spec).layout, emit_triton(spec).layout
     assert c == t == kernel_layout(spec)
+
+
+# -- transposing pointwise kernels (codegen/c.py TILES) --
+
+_TRANSPOSES = [((64, 4096), (1, 0)),        # stride 16 KB along the last axis: 8 x 128 tiles
+               ((67, 4099), (1, 0)),        # odd sizes: partial tiles on both axes
+               ((2048, 128), (1, 0)),       # 512 B: 16 x 16 tiles
+               ((3, 40, 33), (0, 2, 1)),    # an outer axis beside the tile
+               ((5, 16, 8, 64), (3, 1, 0, 2))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8"])
+@pytest.mark.parametrize("shape,axes", _TRANSPOSES)
+def test_transposing_pointwise_kernels_match_numpy(backend, shape, axes, dtype):
+    rng = np.random.default_rng(len(shape) * 7 + shape[-1])
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    y = rng.standard_normal(tuple(shape[a] for a in axes)[-1:]).astype(dtype) \
+        if dtype != "int8" else np.int8(3)
+    got = lr.permute_dims(lr.tensor(x), axes) * 2 + lr.tensor(y)
+    assert_matches(got, np.transpose(x, axes) * 2 + y)
+
+
+def test_transposing_kernels_are_tiled_and_attention_masks_tiled_only_on_aliasing():
+    """A transpose (as many strided arrays as contiguous) runs in tiles; a kernel
+    reading one transposed array among contiguous ones keeps its rows whole unless
+    the stride aliases in L1 (a multiple of 4 KB), checked at run time."""
+    def spec_of(out):
+        graph = Graph.from_capture(capture([out._node], 0))
+        (spec,) = planner.plan(graph).kernels
+        return spec
+    x = lr.tensor(np.ones((64, 4096), np.float32))
+    source = emit_c(spec_of(lr.permute_dims(x, (1, 0)) * 2)).source
+    assert "if (1) {" in source and "b0 += t0" in source and "lz_4k ? 8 : 16" in source
+    rows = lr.tensor(np.ones((4096, 64), np.float32))
+    source = emit_c(spec_of(rows + rows * 3 + lr.permute_dims(x, (1, 0)))).source
+    assert "if (lz_4k) {" in source and "} else {" in source
+    contiguous = emit_c(spec_of(rows * 2)).source
+    assert "lz_4k" not in contiguous
+    lr.sync()
