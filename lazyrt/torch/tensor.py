@@ -50,30 +50,6 @@ _make_wrapper_subclass = torch.Tensor._make_wrapper_subclass
 _STRIDED = torch.strided
 
 
-def _install_dispatch_rule_lookup():
-    """Before every call into a ``__torch_dispatch__`` (every lazy aten op), torch's
-    C++ asks ``torch._library.simple_registry.find_torch_dispatch_rule(op, cls)``
-    whether a rule was registered for the pair. torch's version goes through two
-    methods and creates an empty registry entry for each op it is asked about; this
-    one answers the same from the same dicts in one call: 6-8% of the benchmark
-    transformer's trace (12.7-14.2 ms → 11.6-12.7 ms per step). torch keeps the
-    function it finds at its first subclass dispatch, so this runs at import, before
-    any lazy tensor exists; where another subclass dispatched first, torch keeps its
-    own (slower, same answers)."""
-    from torch._library import simple_registry as registry
-    entries = registry.singleton._data
-
-    def find_torch_dispatch_rule(op, torch_dispatch_class):
-        entry = entries.get(op.__qualname__)
-        return None if entry is None else entry.torch_dispatch_rules.find(torch_dispatch_class)
-    find_torch_dispatch_rule.lazyrt_original = registry.find_torch_dispatch_rule
-    if not hasattr(registry.find_torch_dispatch_rule, "lazyrt_original"):
-        registry.find_torch_dispatch_rule = find_torch_dispatch_rule
-
-
-_install_dispatch_rule_lookup()
-
-
 class LazyTensor(torch.Tensor):
     """The inner lazy tensor: torch metadata (shape, dtype, device ``lazy``)
     over a lazyrt tensor (``self.value``). Users never hold one directly:
