@@ -39,11 +39,13 @@ from .lowering import ComputeType, lower_statement
 #: strided array's stride is a multiple of 4 KB (transposes of power-of-two shapes)
 #: its 16 lines would share one 8-way L1 set, so 8 x 128 (each line used across 128
 #: rows). Tiled are kernels with as many strided arrays as contiguous ones (a
-#: transpose); others only where a stride aliases so, as tiles cut contiguous rows
-#: into pieces the prefetcher does not follow (attention's mask kernel, (3, 64, 4096),
-#: one array striding 256 B among three contiguous: 0.43 -> 0.61 ms in tiles).
-#: Measured (Zen 3, 2 threads, float32, a sync included): a (64, 4096) transpose
-#: 524 -> 102 us (64 x 32 tiles: 492; 16 x 16: 205), a (2048, 128) one 326 -> 89 us.
+#: transpose) whose strides span a line; others only where a stride aliases so, as
+#: tiles cut contiguous rows into pieces the prefetcher does not follow (attention's
+#: mask kernel, (3, 64, 4096), one array striding 256 B among three contiguous: 0.43
+#: -> 0.61 ms in tiles); neither where an axis of the tile is under 16 elements.
+#: Measured (Zen 3, 2 threads, float32, a sync included), transposes of: (64, 4096)
+#: 500-556 -> 93-111 us (64 x 32 tiles: 492; 16 x 16: 205), (1024, 1024) 3240-3280
+#: -> 476-499 us, (1000, 1000) 458-553 -> 249-317 us, (2048, 128) 270-301 -> 81-106 us.
 TILES = ((16, 16), (8, 128))
 
 _PRELUDE = """\
@@ -262,13 +264,11 @@ class _Emitter(ReductionEmitter, ScanEmitter):
             ios = (*self.s.inputs, *self.s.outputs)
             strided = sum(io.index.strides[last] not in (0, 1) for io in ios)
             contiguous = sum(io.index.strides[last] == 1 for io in ios)
-            always = strided >= contiguous  # else only where a stride aliases (TILES)
             done = set(self.row_done)
-            self.tiled_pointwise_body(nd, across, always)
-            if not always:
-                self.row_done = done
-                self.line(1, "} else {")
-                self.plain_pointwise_loops(nd, everything, 2)
+            self.tiled_pointwise_body(nd, across, strided >= contiguous)
+            self.row_done = done
+            self.line(1, "} else {")
+            self.plain_pointwise_loops(nd, everything, 2)
             self.line(1, "}")
             return
         self.plain_pointwise_loops(nd, everything, 1)
@@ -311,11 +311,12 @@ class _Emitter(ReductionEmitter, ScanEmitter):
                         return a
         return None
 
-    def tiled_pointwise_body(self, nd, p, always: bool):
+    def tiled_pointwise_body(self, nd, p, transpose: bool):
         """Pointwise loops over tiles of axes ``p`` and the last (``TILES``), the
-        other axes and both tile indices one parallel loop; inside an ``if`` that
-        holds ``always`` or where a strided array's stride is a multiple of 4 KB,
-        which the caller closes."""
+        other axes and both tile indices one parallel loop, inside an ``if`` the
+        caller closes: both axes span 16 elements or more, and a strided array's
+        stride is a multiple of 4 KB or (``transpose``: as many strided arrays as
+        contiguous) every strided array's stride spans a cache line."""
         last = nd - 1
         everything = self.needed([o.value for o in self.s.outputs])
         outer = [a for a in range(nd) if a not in (p, last)]
@@ -325,9 +326,11 @@ class _Emitter(ReductionEmitter, ScanEmitter):
                     if io.index.strides[last] not in (0, 1)]
         aliasing = " || ".join(f"(({x}_s{last} * (int64_t)sizeof(*{x})) & 4095) == 0"
                                for x in strided)
+        wide = " && ".join(f"{x}_s{last} * (int64_t)sizeof(*{x}) >= 64" for x in strided)
         (along, across), (along_4k, across_4k) = TILES
         self.line(1, f"const int lz_4k = {aliasing};  /* strided lines share an L1 set */")
-        self.line(1, f"if ({'1' if always else 'lz_4k'}) {{")
+        tile = f"(lz_4k || ({wide}))" if transpose else "lz_4k"
+        self.line(1, f"if (n{p} >= 16 && n{last} >= 16 && {tile}) {{")
         self.line(2, f"const int64_t t{last} = lz_4k ? {along_4k} : {along};")
         self.line(2, f"const int64_t t{p} = lz_4k ? {across_4k} : {across};")
         self.line(2, f"#pragma omp parallel for collapse({nd}) "

@@ -75,6 +75,7 @@ _TRANSPOSES = [((64, 4096), (1, 0)),        # stride 16 KB along the last axis: 
                ((67, 4099), (1, 0)),        # odd sizes: partial tiles on both axes
                ((2048, 128), (1, 0)),       # 512 B: 16 x 16 tiles
                ((3, 40, 33), (0, 2, 1)),    # an outer axis beside the tile
+               ((7, 3000), (1, 0)),         # a last axis under 16: the plain loops
                ((5, 16, 8, 64), (3, 1, 0, 2))]
 
 
@@ -99,10 +100,11 @@ def test_transposing_kernels_are_tiled_and_attention_masks_tiled_only_on_aliasin
         return spec
     x = lr.tensor(np.ones((64, 4096), np.float32))
     source = emit_c(spec_of(lr.permute_dims(x, (1, 0)) * 2)).source
-    assert "if (1) {" in source and "b0 += t0" in source and "lz_4k ? 8 : 16" in source
+    assert "if (n0 >= 16 && n1 >= 16 && (lz_4k || (in0_s1 * (int64_t)sizeof(*in0) >= 64)))" \
+        in source and "b0 += t0" in source and "lz_4k ? 8 : 16" in source
     rows = lr.tensor(np.ones((4096, 64), np.float32))
     source = emit_c(spec_of(rows + rows * 3 + lr.permute_dims(x, (1, 0)))).source
-    assert "if (lz_4k) {" in source and "} else {" in source
+    assert "if (n0 >= 16 && n1 >= 16 && lz_4k) {" in source and "} else {" in source
     contiguous = emit_c(spec_of(rows * 2)).source
     assert "lz_4k" not in contiguous
     lr.sync()
