@@ -49,6 +49,12 @@ def matmul_bias_gelu(F, x, w, b):
     return F.gelu_tanh(x @ w + b)
 
 
+def transpose_scale(F, x):
+    """x.T * 0.5 stored row-major: a transpose with a pointwise op, the copy
+    attention's head split makes (``F.transposed``: each library's row-major x.T)."""
+    return F.transposed(x) * 0.5
+
+
 def chain10(F, a, b):
     """Ten binary ops on operators only, so every library records the same ten ops."""
     y = a + b
@@ -89,7 +95,8 @@ def numpy_ops():
 
     return SimpleNamespace(name="numpy", relu=lambda x: np.maximum(x, 0),
                            gelu_tanh=_gelu_formula(np.tanh), sum=lambda x: x.sum(),
-                           softmax=softmax, layer_norm=layer_norm_)
+                           softmax=softmax, layer_norm=layer_norm_,
+                           transposed=lambda x: np.ascontiguousarray(x.T))
 
 
 def torch_ops():
@@ -98,7 +105,8 @@ def torch_ops():
     return SimpleNamespace(name="torch", relu=torch.relu,
                            gelu_tanh=lambda x: tf.gelu(x, approximate="tanh"),
                            sum=torch.sum, softmax=lambda x: torch.softmax(x, dim=-1),
-                           layer_norm=lambda x, w, b: tf.layer_norm(x, (x.shape[-1],), w, b))
+                           layer_norm=lambda x, w, b: tf.layer_norm(x, (x.shape[-1],), w, b),
+                           transposed=lambda x: x.t().contiguous())
 
 
 def jax_ops():
@@ -107,7 +115,7 @@ def jax_ops():
     return SimpleNamespace(name="jax", relu=jax.nn.relu,
                            gelu_tanh=lambda x: jax.nn.gelu(x, approximate=True),
                            sum=jnp.sum, softmax=lambda x: jax.nn.softmax(x, axis=-1),
-                           layer_norm=_jax_layer_norm)
+                           layer_norm=_jax_layer_norm, transposed=lambda x: x.T)
 
 
 def _jax_layer_norm(x, w, b, eps=1e-5):
@@ -122,4 +130,5 @@ def lazyrt_ops():
     return SimpleNamespace(name="lazyrt", relu=lr.nn.relu,
                            gelu_tanh=lambda x: lr.nn.gelu(x, approximate="tanh"),
                            sum=lambda x: x.sum(), softmax=lambda x: lr.nn.softmax(x, axis=-1),
-                           layer_norm=lambda x, w, b: lr.nn.layer_norm(x, (x.shape[-1],), w, b))
+                           layer_norm=lambda x, w, b: lr.nn.layer_norm(x, (x.shape[-1],), w, b),
+                           transposed=lambda x: lr.permute_dims(x, (1, 0)))
