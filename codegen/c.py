@@ -250,22 +250,16 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         everything = self.needed([o.value for o in self.s.outputs])
         if nd == 0:
             self.line(1, "{")
-            self.compute(everything, 2, False)
-            for k, o in enumerate(self.s.outputs):
-                self.store(k, o, 2)
+            self.element(everything, 2)
             self.line(1, "}")
             return
         if nd == 1 and self.streamable(self.s.outputs, 0):
             self.streamed_pointwise_body()
             return
-        across = self.transposing_axis()
-        if across is not None:
-            last = nd - 1
-            ios = (*self.s.inputs, *self.s.outputs)
-            strided = sum(io.index.strides[last] not in (0, 1) for io in ios)
-            contiguous = sum(io.index.strides[last] == 1 for io in ios)
-            done = set(self.row_done)
-            self.tiled_pointwise_body(nd, across, strided >= contiguous)
+        transposing = self.transposing()
+        if transposing is not None:
+            done = set(self.row_done)  # the plain loops compute the same statements again
+            self.tiled_pointwise_body(nd, everything, *transposing)
             self.row_done = done
             self.line(1, "} else {")
             self.plain_pointwise_loops(nd, everything, 2)
@@ -285,45 +279,47 @@ class _Emitter(ReductionEmitter, ScanEmitter):
             elif a == nd - 1:
                 self.line(depth, "#pragma omp simd")
             self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
-        self.compute(everything, base + nd, False)
-        for k, o in enumerate(self.s.outputs):
-            self.store(k, o, base + nd)
+        self.element(everything, base + nd)
         for a in reversed(range(nd)):
             self.line(base + a, "}")
 
+    def element(self, everything, depth):
+        """One element of a pointwise kernel: its statements, then its stores."""
+        self.compute(everything, depth, False)
+        for k, o in enumerate(self.s.outputs):
+            self.store(k, o, depth)
+
     # -- transposing kernels: the last axis and the one another array is contiguous along --
-    def transposing_axis(self):
-        """The axis ``p`` (not the last) along which some input or output is
-        contiguous while it strides along the last axis (a transpose: attention's
-        head split, ``x.t() * s``), or None. Walking the last axis alone, each such
-        access touches a new cache line; walking tiles of ``p`` x last, lines are
-        reused across the tile (see ``TILES``). Not where an output is written over
-        an input (``aliased``): tiles would change which element is read before it
-        is written."""
+    def transposing(self):
+        """``(p, strided, transpose)`` for a kernel where some array strides along
+        the last axis while it is contiguous along axis ``p`` (a transpose:
+        attention's head split, ``x.t() * s``), else None. ``strided`` names the
+        arrays striding along the last axis; ``transpose``: they are as many as the
+        contiguous ones. Walking the last axis alone, each strided access touches
+        a new cache line; walking tiles of ``p`` x last, lines are reused across
+        the tile (see ``TILES``). Not where an output is written over an input
+        (``aliased``): tiles would change which element is read before it is written."""
         if self.aliased:
             return None
         last = len(self.s.domain) - 1
-        for io in (*self.s.inputs, *self.s.outputs):
-            st = io.index.strides
-            if st[last] not in (0, 1):
-                for a in range(last):
-                    if st[a] == 1:
-                        return a
-        return None
+        ios = [(f"in{k}", io) for k, io in enumerate(self.s.inputs)]
+        ios += [(f"out{k}", io) for k, io in enumerate(self.s.outputs)]
+        strided = [(name, io.index.strides) for name, io in ios
+                   if io.index.strides[last] not in (0, 1)]
+        p = next((a for _, st in strided for a in range(last) if st[a] == 1), None)
+        if p is None:
+            return None
+        contiguous = sum(io.index.strides[last] == 1 for _, io in ios)
+        return p, [name for name, _ in strided], len(strided) >= contiguous
 
-    def tiled_pointwise_body(self, nd, p, transpose: bool):
+    def tiled_pointwise_body(self, nd, everything, p, strided, transpose: bool):
         """Pointwise loops over tiles of axes ``p`` and the last (``TILES``), the
         other axes and both tile indices one parallel loop, inside an ``if`` the
-        caller closes: both axes span 16 elements or more, and a strided array's
-        stride is a multiple of 4 KB or (``transpose``: as many strided arrays as
-        contiguous) every strided array's stride spans a cache line."""
+        caller closes: both axes span 16 elements or more, and a ``strided``
+        array's stride is a multiple of 4 KB or (``transpose``) every strided
+        array's stride spans a cache line."""
         last = nd - 1
-        everything = self.needed([o.value for o in self.s.outputs])
         outer = [a for a in range(nd) if a not in (p, last)]
-        strided = [f"in{k}" for k, io in enumerate(self.s.inputs)
-                   if io.index.strides[last] not in (0, 1)]
-        strided += [f"out{k}" for k, io in enumerate(self.s.outputs)
-                    if io.index.strides[last] not in (0, 1)]
         aliasing = " || ".join(f"(({x}_s{last} * (int64_t)sizeof(*{x})) & 4095) == 0"
                                for x in strided)
         wide = " && ".join(f"{x}_s{last} * (int64_t)sizeof(*{x}) >= 64" for x in strided)
@@ -347,9 +343,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         self.line(depth, f"for (int64_t i{p} = b{p}; i{p} < e{p}; i{p}++) {{")
         self.line(depth + 1, "#pragma omp simd")
         self.line(depth + 1, f"for (int64_t i{last} = b{last}; i{last} < e{last}; i{last}++) {{")
-        self.compute(everything, depth + 2, False)
-        for k, o in enumerate(self.s.outputs):
-            self.store(k, o, depth + 2)
+        self.element(everything, depth + 2)
         self.line(depth + 1, "}")
         self.line(depth, "}")
         for d in reversed(range(2, depth)):
