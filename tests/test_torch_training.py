@@ -54,6 +54,35 @@ def test_gradients_match_eager_on_random_mlps(torch_backend, loss, act):
         assert_same(q.grad, p.grad, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("bad", [4, -1, 2 ** 40])
+@pytest.mark.parametrize("kwargs", [{}, {"ignore_index": -1}, {"weight": True},
+                                    {"reduction": "none"}])
+def test_a_target_out_of_range_raises_as_in_eager(torch_backend, bad, kwargs):
+    """eager raises IndexError ("Target 4 is out of bounds"); a one-hot mask alone
+    would pick no class and count the row as a zero loss. ``ignore_index`` rows
+    pick none and raise nothing, whatever their value."""
+    x = torch.randn(3, 4, dtype=torch.float64)
+    if kwargs.get("weight"):
+        kwargs = {"weight": torch.arange(1.0, 5.0, dtype=torch.float64)}
+    targets = torch.tensor([0, bad, 3])
+
+    def loss(dev, **kw):
+        w = kw.pop("weight", None)
+        out = F.cross_entropy(x.to(dev), targets.to(dev),
+                              weight=None if w is None else w.to(dev), **kw)
+        return out.cpu()
+    if kwargs.get("ignore_index") == bad:
+        assert_same(loss("lazy", **kwargs), loss("cpu", **kwargs), rtol=1e-12)
+        return
+    with pytest.raises(IndexError):
+        loss("cpu", **kwargs)
+    with pytest.raises(IndexError, match="out of range"):
+        loss("lazy", **kwargs)
+    # the next step, with good targets, computes (nothing left pending or cached bad)
+    targets[1] = 1
+    assert_same(loss("lazy", **kwargs), loss("cpu", **kwargs), rtol=1e-12)
+
+
 OPTIMIZERS = {
     "sgd_momentum_loop": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-3,
                                                     foreach=False),

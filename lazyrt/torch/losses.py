@@ -1,10 +1,17 @@
-"""``nll_loss`` (what ``F.cross_entropy`` reaches) without a gather op.
+"""``nll_loss`` (what ``F.cross_entropy`` reaches) as a one-hot mask.
 
-lazyrt's op table has no gather yet; picking ``logp[i, target[i]]`` is a
-one-hot mask, ``arange(C) == target[:, None]``, and a masked sum over the
-class axis: pointwise + reduction, which the planner fuses. The backward is the
-same mask, scaled. ``weight``, ``ignore_index`` and the three reductions are
-eager torch's (mean divides by the total weight of the counted targets).
+Picking ``logp[i, target[i]]`` is a one-hot mask, ``arange(C) == target[:, None]``,
+and a masked sum over the class axis: pointwise + reduction, which the planner
+fuses with the log-softmax that produced ``logp`` (a gather would need ``logp``
+materialized, (N, C) written and read once more). The backward is the same mask,
+scaled. ``weight``, ``ignore_index`` and the three reductions are eager torch's
+(mean divides by the total weight of the counted targets).
+
+The targets reach the mask through a gather from ``arange(C)``, which checks
+them: a target outside [0, C) that is not ``ignore_index`` raises IndexError
+when the loss is computed, as eager's "Target 5 is out of bounds" does, where a
+bare mask would pick nothing and silently count the row as a zero loss. The
+gather is per row and fuses into the loss's kernels.
 """
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import torch
 
 from .. import _recorder_shapes as S
 from ..api import creation as C
+from ..api import indexing as IX
 from ..api import pointwise as P
 from ..api import views as V
 from .lowerings import LOWERINGS
@@ -30,14 +38,20 @@ def _parts(self, target, weight, ignore_index):
         x, t = V.unsqueeze(x, 0), V.unsqueeze(t, 0)
     n_class = x.shape[1]
     t = P.astype(t, "int64")
-    onehot = C.arange(n_class) == V.unsqueeze(t, -1)
+    ignored = t == ignore_index
+    classes = C.arange(n_class)
+    # each row's class, checked against [0, C) by the gather; -1 (no class) if ignored
+    picked = IX.take_along_axis(classes, S.where(ignored, runtime_scalar(0, t._node.dtype), t),
+                                axis=0, negative_indices=False)
+    picked = S.where(ignored, runtime_scalar(-1, t._node.dtype), picked)
+    onehot = classes == V.unsqueeze(picked, -1)
     code = x._node.dtype
     zero = runtime_scalar(0, code)
     if weight is None:
-        w = P.astype(t != ignore_index, x.dtype)
+        w = P.astype(~ignored, x.dtype)
     else:
         w = S.sum(S.where(onehot, V.unsqueeze(value(weight), 0), zero), -1)
-        w = S.where(t != ignore_index, w, zero)
+        w = S.where(ignored, zero, w)
     return x, onehot, w, zero
 
 
