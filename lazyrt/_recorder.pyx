@@ -116,11 +116,32 @@ cdef bint _is_internal(object code):
         for i in range(CODE_SLOTS):
             _code_slot[i] = NULL
     name = code.co_filename
-    internal = name.startswith(_PACKAGE_DIR) and not name.endswith("demo.py")
+    internal = name.startswith(_SKIPPED) and not name.endswith("demo.py")
     _INTERNAL_CODE[<Py_ssize_t>p] = (code, internal)
     _code_slot[h] = p
     _code_internal[h] = internal
     return internal
+
+
+# where a frame's file lies under one of these, it is not the user's line:
+# lazyrt's own package, and what skip_source_dir adds (lazyrt.torch adds torch's)
+cdef tuple _SKIPPED = (_PACKAGE_DIR,)
+
+
+def skip_source_dir(str path):
+    """Treat frames of files under the folder ``path`` as lazyrt's own when finding
+    the user's line a node records. ``lazyrt.torch`` adds torch's package: a
+    node's line is then the user's model or training code (``model.py:27``), not
+    the torch module that made the aten call (``linear.py:134``), as its
+    materializations and fallbacks already are."""
+    global _SKIPPED
+    path = _os.path.join(_os.path.abspath(path), "")  # torch/, not torchvision
+    if path in _SKIPPED:
+        return
+    _SKIPPED = _SKIPPED + (path,)
+    _INTERNAL_CODE.clear()
+    for i in range(CODE_SLOTS):
+        _code_slot[i] = NULL
 
 
 cdef object _user_frame(int* offset):

@@ -49,3 +49,22 @@ def test_leaves_have_no_source_and_computed_nodes_keep_theirs(backend):
     y = x + 1; where = _line_here()  # noqa: E702
     y.numpy()
     assert y._node.source == where
+
+
+def test_torch_ops_record_the_users_line_not_torchs():
+    """Through ``lazyrt.torch``, torch's own modules are not the user's code: a
+    Linear layer's nodes name the line that called the model, its backward's
+    nodes the ``backward()`` line (not ``torch/nn/modules/linear.py`` or
+    ``torch/autograd/graph.py``)."""
+    torch = __import__("pytest").importorskip("torch")
+    import lazyrt.torch as lt
+
+    model = lt.lazy(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()))
+    x = torch.ones(4, 3).to("lazy")
+    out = model(x); forward = _line_here()  # noqa: E702
+    out.sum().backward(); backward = _line_here()  # noqa: E702
+    inner = torch._from_functional_tensor(out)
+    assert inner.value._node.source == forward
+    grad = torch._from_functional_tensor(model[0].weight.grad)
+    assert grad.value._node.source == backward
+    lt.mark_step()

@@ -17,12 +17,13 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from .. import _recorder as _R
 from .. import runtime
 from . import factories as _factories
 from . import meta as _meta
 from . import optim as _optim
 from .random import eager_random, eager_random_enabled
-from .tensor import DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
+from .tensor import _TORCH_DIR, DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 
 __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
            "eager_random"]
@@ -30,6 +31,8 @@ __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
 _factories.install()
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
+# a node's source line is the user's model or training code, not torch's module
+_R.skip_source_dir(_TORCH_DIR)
 
 
 def device() -> torch.device:
