@@ -36,6 +36,7 @@ from . import _recorder as R
 from ._capture import bind_results, capture, pending_graph_size
 from . import backends as B
 from . import debug
+from . import ops
 from .graph import Graph
 from .metrics import metrics
 
@@ -156,17 +157,21 @@ def _execute(nodes: list):
     else:
         metrics.cache_hits += 1
     t1 = perf_counter()
-    if be is _device_backend:
-        results = program.run(values, debug.report_launch if level >= 2 else None,
-                              _dead_params(cap, program, _device_backend.owns))
-    elif getattr(program, "donation_candidates", None) and values is cap.values and \
-            not getattr(be, "device_values", False):  # a host backend's own arrays (c)
-        results = program.run(values, debug.report_launch if level >= 2 else None,
-                              _dead_params(cap, program, _host_owned))
-    elif level >= 2:
-        results = program.run(values, debug.report_launch)
-    else:
-        results = program.run(values)
+    try:
+        if be is _device_backend:
+            results = program.run(values, debug.report_launch if level >= 2 else None,
+                                  _dead_params(cap, program, _device_backend.owns))
+        elif getattr(program, "donation_candidates", None) and values is cap.values and \
+                not getattr(be, "device_values", False):  # a host backend's own arrays (c)
+            results = program.run(values, debug.report_launch if level >= 2 else None,
+                                  _dead_params(cap, program, _host_owned))
+        elif level >= 2:
+            results = program.run(values, debug.report_launch)
+        else:
+            results = program.run(values)
+    except IndexError as exc:
+        _name_index_sites(exc, program)
+        raise
     t2 = perf_counter()
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels
@@ -175,6 +180,26 @@ def _execute(nodes: list):
     debug.ran(program)
     if level >= 1:
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
+
+
+#: the index checks' messages begin with these (ops.index_error), and the op they check
+_CHECKED_OPS = (("lazyrt.take_along_axis", ops.GATHER.name),
+                ("lazyrt.scatter_add", ops.SCATTER_ADD.name))
+
+
+def _name_index_sites(exc, program):
+    """An index check failed while ``program`` ran: note on ``exc`` the user's
+    lines that recorded the graph's ops of the kind checked (as compiled: a later
+    run of the same graph from other lines names the first ones), so an error
+    raised at a barrier still points at the call that caused it."""
+    message = str(exc)
+    kind = next((op for prefix, op in _CHECKED_OPS if message.startswith(prefix)), None)
+    record = getattr(program, "record", None)
+    if kind is None or record is None or not hasattr(exc, "add_note"):  # add_note: 3.11+
+        return
+    sites = sorted({n.source for n in record.graph.nodes if n.op.name == kind and n.source})
+    if sites:
+        exc.add_note(f"lazyrt: this graph's {kind} ops were recorded at {', '.join(sites)}")
 
 
 def _execute_watched(nodes: list, watcher):
@@ -201,7 +226,12 @@ def _execute_watched(nodes: list, watcher):
     else:
         metrics.cache_hits += 1
     event.running()
-    results = watcher.run(event, program, values, debug.report_launch if level >= 2 else None)
+    try:
+        results = watcher.run(event, program, values,
+                              debug.report_launch if level >= 2 else None)
+    except IndexError as exc:
+        _name_index_sites(exc, program)
+        raise
     event.ran()
     metrics.graphs_executed += 1
     metrics.kernel_launches += program.kernels

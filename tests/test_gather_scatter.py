@@ -5,6 +5,7 @@ size-0 and out-of-range indices, and the kernels the compiled backends run."""
 from __future__ import annotations
 
 import gc
+import sys
 import logging
 
 import numpy as np
@@ -255,6 +256,31 @@ def test_scatter_add_out_of_range_and_refused_negatives_raise(backend):
     _raises_out_of_range(backend, lambda: lr.scatter_add(x, lr.asarray([[3, 0]]), v))
     _raises_out_of_range(backend, lambda: lr.index_add(x, lr.asarray([-1]), v,
                                                          negative_indices=False))
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11+")
+def test_an_index_error_at_the_barrier_names_the_line_that_recorded_the_op(backend):
+    """The check raises at the barrier, lines after the call that caused it: a
+    note names the user's line of the graph's op of the kind that failed."""
+    if backend == "jax":
+        pytest.skip("jax raises from inside XLA at the host read, after the barrier")
+    x = lr.zeros((3, 2))
+    picked = lr.take_along_axis(x, lr.asarray([[3, 0]]), axis=0); gather_at = _here()  # noqa: E702
+    added = lr.scatter_add(x, lr.asarray([[0, 1]]), lr.ones((1, 2))); scatter_at = _here()  # noqa: E702,E501
+    total = picked.sum() + added.sum()
+    with pytest.raises(IndexError, match="out of range") as caught:
+        total.numpy()
+    notes = getattr(caught.value, "__notes__", [])
+    assert notes == [f"lazyrt: this graph's gather ops were recorded at {gather_at}"], notes
+    assert scatter_at not in notes[0]  # the scatter's indices were in range: not named
+    caught = None
+    del total, picked, added  # they stay pending (no value): no later barrier tries again
+    gc.collect()
+
+
+def _here():
+    frame = sys._getframe(1)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def test_scatter_add_refuses_bad_arguments_when_recorded():
