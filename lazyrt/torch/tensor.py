@@ -131,12 +131,14 @@ def from_cpu(t: torch.Tensor):
 
 
 _LAZYRT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+#: torch's package folder, with the separator: ``torch/`` and not ``torchvision/``
+_TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
 
 
 def user_frame():
-    """The innermost frame outside lazyrt and torch: the user's line (lazyrt's
-    recorder skips only its own frames, which would name torch's modules here)."""
+    """The innermost frame outside lazyrt and torch: the user's line, by the rule
+    that gives each recorded node its line once ``lazyrt.torch`` is imported
+    (``_recorder.skip_source_dir``); here as a frame, which warnings need."""
     f = sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
