@@ -15,6 +15,11 @@ extensions = [
         extra_compile_args=["-O3"],
     ),
     Extension(
+        "lazyrt._source_lines",
+        ["lazyrt/_source_lines.pyx"],
+        extra_compile_args=["-O3"],
+    ),
+    Extension(
         "lazyrt._recorder_pointwise",
         ["lazyrt/_recorder_pointwise.pyx"],
         extra_compile_args=["-O3"],

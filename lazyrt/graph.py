@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from . import dtypes as D
 from . import ops
-from ._recorder import source_line
+from ._source_lines import source_line
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from . import _recorder
+from ._source_lines import source_line, user_source
 
 
 _FIELDS = ("graphs_executed", "cache_hits", "cache_misses", "compiles", "compile_time_s",
@@ -36,20 +37,20 @@ class Metrics:
     def count_fallback(self, op: str):
         self.fallbacks[op] += 1
         # a fallback runs NumPy eagerly, so finding the user's line costs nothing here
-        self.fallback_at[(op,) + _recorder.user_source()] += 1
+        self.fallback_at[(op,) + user_source()] += 1
 
     def fallback_sites(self) -> Counter:
         """``(op, "file:line") -> count`` of every fallback (``lazyrt explain``)."""
         out = Counter()
         for (op, code, offset), n in self.fallback_at.items():
-            out[(op, _recorder.source_line(code, offset) or "<unknown>")] += n
+            out[(op, source_line(code, offset) or "<unknown>")] += n
         return out
 
     def count_materialization(self):
         self.materializations += 1
         # keyed by the code object and line: formatting "file:line" waits for a snapshot
         # the same user line the recorder gives each node (lazyrt's own frames skipped)
-        self.materialized_at[_recorder.user_source()] += 1
+        self.materialized_at[user_source()] += 1
 
     def snapshot(self) -> dict:
         out = {"ops_recorded": _recorder.counters()["ops_recorded"]}
@@ -84,7 +85,7 @@ def _fmt(v):
 def _by_line(counts) -> dict:
     out = Counter()
     for (code, offset), n in counts.items():
-        out[_recorder.source_line(code, offset) or "<unknown>"] += n
+        out[source_line(code, offset) or "<unknown>"] += n
     return dict(out)
 
 

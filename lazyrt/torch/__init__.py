@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from .. import _recorder as _R
+from .._source_lines import skip_source_dir as _skip_source_dir
 from .. import runtime
 from . import factories as _factories
 from . import meta as _meta
@@ -32,7 +32,7 @@ _factories.install()
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
 # a node's source line is the user's model or training code, not torch's module
-_R.skip_source_dir(_TORCH_DIR)
+_skip_source_dir(_TORCH_DIR)
 
 
 def device() -> torch.device:

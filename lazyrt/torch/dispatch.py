@@ -24,6 +24,7 @@ from torch._decomp import core_aten_decompositions, decomposition_table
 from torch.utils._pytree import tree_map
 
 from .. import _recorder as R
+from .._source_lines import source_line
 from .. import dtypes as D
 from ..api import creation as C
 from ..errors import DTypeError, PerformanceWarning, ShapeError
@@ -284,7 +285,7 @@ def fallback(func, args, kwargs):
     metrics.fallback_at[(name, code, offset)] += 1
     if name not in _warned:
         _warned.add(name)
-        where = R.source_line(code, offset) or "<unknown>"
+        where = source_line(code, offset) or "<unknown>"
         message = (f"lazyrt.torch: {name} has no lazy lowering; it ran eagerly on the CPU "
                    f"(inputs computed, result fed back as data), from {where}. Each call is "
                    f"counted in lazyrt.metrics.snapshot()['fallbacks'].")

@@ -138,7 +138,7 @@ _TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
 def user_frame():
     """The innermost frame outside lazyrt and torch: the user's line, by the rule
     that gives each recorded node its line once ``lazyrt.torch`` is imported
-    (``_recorder.skip_source_dir``); here as a frame, which warnings need."""
+    (``_source_lines.skip_source_dir``); here as a frame, which warnings need."""
     f = sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename

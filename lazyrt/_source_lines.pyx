@@ -1,0 +1,125 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Which user line recorded a node: the innermost caller outside lazyrt (and
+outside the folders :func:`skip_source_dir` adds, torch's once ``lazyrt.torch``
+is imported), kept as ``(code object, bytecode offset)`` and formatted only when
+shown (:func:`source_line`).
+
+The recorder (:mod:`lazyrt._recorder`) calls :func:`user_frame` for every node
+it records, so the walk is C: each frame's code object is classified once and
+cached in a direct-mapped table by pointer. Metrics (fallbacks and
+materializations) ask :func:`user_source` for the same rule from Python.
+"""
+from cpython.object cimport PyObject
+
+cdef extern from *:
+    """
+    #include <frameobject.h>
+    /* The frame's current bytecode offset (3.11+), or minus its line number before. */
+    static int lz_frame_at(PyFrameObject *f) {
+    #if PY_VERSION_HEX >= 0x030B0000
+        return PyFrame_GetLasti(f);
+    #else
+        return -PyFrame_GetLineNumber(f);
+    #endif
+    }
+    """
+    ctypedef struct PyFrameObject
+    PyFrameObject* PyEval_GetFrame()
+    PyFrameObject* PyFrame_GetBack(PyFrameObject*)
+    int lz_frame_at(PyFrameObject*)
+
+from cpython.ref cimport Py_XDECREF
+
+import os as _os
+cdef str _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+cdef dict _INTERNAL_CODE = {}   # id(code) -> (code, whether it is lazyrt's own)
+# a direct-mapped cache in front of it, by code pointer: the dict holds a reference
+# to every code object it has seen, so a cached pointer is never reused
+DEF CODE_SLOTS = 256
+cdef PyObject* _code_slot[CODE_SLOTS]
+cdef bint _code_internal[CODE_SLOTS]
+
+
+cdef bint _is_internal(object code):
+    cdef PyObject* p = <PyObject*>code
+    cdef size_t h = (<size_t>p >> 4) & (CODE_SLOTS - 1)
+    cdef bint internal
+    if _code_slot[h] == p:
+        return _code_internal[h]
+    if len(_INTERNAL_CODE) > 65536:  # generated code without end: start over
+        _INTERNAL_CODE.clear()
+        for i in range(CODE_SLOTS):
+            _code_slot[i] = NULL
+    name = code.co_filename
+    internal = name.startswith(_SKIPPED) and not name.endswith("demo.py")
+    _INTERNAL_CODE[<Py_ssize_t>p] = (code, internal)
+    _code_slot[h] = p
+    _code_internal[h] = internal
+    return internal
+
+
+# where a frame's file lies under one of these, it is not the user's line:
+# lazyrt's own package, and what skip_source_dir adds (lazyrt.torch adds torch's)
+cdef tuple _SKIPPED = (_PACKAGE_DIR,)
+
+
+def skip_source_dir(str path):
+    """Treat frames of files under the folder ``path`` as lazyrt's own when finding
+    the user's line a node records. ``lazyrt.torch`` adds torch's package: a
+    node's line is then the user's model or training code (``model.py:27``), not
+    the torch module that made the aten call (``linear.py:134``), as its
+    materializations and fallbacks already are."""
+    global _SKIPPED
+    path = _os.path.join(_os.path.abspath(path), "")  # torch/, not torchvision
+    if path in _SKIPPED:
+        return
+    _SKIPPED = _SKIPPED + (path,)
+    _INTERNAL_CODE.clear()
+    for i in range(CODE_SLOTS):
+        _code_slot[i] = NULL
+
+
+cdef object user_frame(int* offset):
+    """The code object of the innermost caller outside lazyrt (the user's call),
+    and its bytecode offset in ``offset``; None when every frame is lazyrt's."""
+    cdef PyFrameObject* f = PyEval_GetFrame()
+    cdef PyFrameObject* back
+    cdef object code
+    cdef object found = None
+    cdef bint owned = False
+    while f != NULL:
+        code = (<object><PyObject*>f).f_code  # (PyFrame_GetCode measured slower)
+        if not _is_internal(code):
+            found = code
+            offset[0] = lz_frame_at(f)
+            break
+        back = PyFrame_GetBack(f)  # a new reference
+        if owned:
+            Py_XDECREF(<PyObject*>f)
+        f, owned = back, True
+    if owned and f != NULL:
+        Py_XDECREF(<PyObject*>f)
+    return found
+
+
+def user_source():
+    """``(code, offset)`` of the user's call that reached lazyrt (``(None, 0)``
+    when there is none): the same rule that gives each node its source line.
+    Format it with :func:`source_line`."""
+    cdef int offset = 0
+    cdef object code = user_frame(&offset)
+    return (code, offset)
+
+
+def source_line(object code, int offset):
+    """``"file:line"`` of a node's recorded source (``None`` when unknown)."""
+    if code is None:
+        return None
+    if offset < 0:
+        return f"{code.co_filename}:{-offset}"
+    line = code.co_firstlineno
+    for start, end, ln in code.co_lines():
+        if start <= offset < end and ln is not None:
+            line = ln
+            break
+    return f"{code.co_filename}:{line}"
