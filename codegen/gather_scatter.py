@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
-from lazyrt.ops import index_error
+from lazyrt.ops import CHECKED_NAMES, index_error
 
 GATHER, SCATTER_ADD = "gather", "scatter_add"
 
@@ -90,6 +90,5 @@ def index_bounds(spec: GatherScatterSpec) -> tuple:
 
 def out_of_range_message(spec: GatherScatterSpec, bad: int) -> str:
     """The IndexError a launcher raises for index ``bad``."""
-    name = "lazyrt.take_along_axis" if spec.kind == GATHER else "lazyrt.scatter_add"
-    return index_error(name, bad, f"axis {spec.axis} of size {spec.size} (indices of shape "
+    return index_error(CHECKED_NAMES[spec.kind], bad, f"axis {spec.axis} of size {spec.size} (indices of shape "
                        f"{spec.shape})", spec.size, spec.negative)

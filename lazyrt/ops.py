@@ -500,6 +500,11 @@ SEARCHSORTED = _def("searchsorted", OPAQUE, 2,
 # error (torch's gather and embedding). An index out of range raises IndexError when
 # the result is computed, on every backend, and is never read or written.
 
+#: the name a range-checked op's IndexError begins with, on every backend (the user's
+#: call: the barrier finds the op's recorded lines by it, lazyrt.runtime)
+CHECKED_NAMES = {"gather": "lazyrt.take_along_axis", "scatter_add": "lazyrt.scatter_add"}
+
+
 def index_error(name, bad, where, n, negative) -> str:
     """The message of the IndexError for index ``bad`` of op ``name``, every backend's."""
     return (f"{name}: index {bad} is out of range for {where}; indices must lie in "
@@ -518,7 +523,7 @@ def check_indices(name, indices, n, negative, where):
 def _gather(src, indices, attrs):
     axis, negative = attrs
     n = src.shape[axis]
-    check_indices("lazyrt.take_along_axis", indices, n, negative,
+    check_indices(CHECKED_NAMES["gather"], indices, n, negative,
                   f"axis {axis} of size {n} (source shape {src.shape})")
     return np.take_along_axis(src, indices.astype(np.int64, copy=False), axis=axis)
 
@@ -531,7 +536,7 @@ def scatter_accumulator(code: int) -> int:
 
 def _scatter_add(values, indices, attrs):
     axis, size, negative = attrs
-    check_indices("lazyrt.scatter_add", indices, size, negative,
+    check_indices(CHECKED_NAMES["scatter_add"], indices, size, negative,
                   f"axis {axis} of size {size} (values shape {values.shape})")
     acc = D.DTYPES[scatter_accumulator(D.CODE[values.dtype])]
     shape = values.shape[:axis] + (size,) + values.shape[axis + 1:]

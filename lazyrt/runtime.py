@@ -182,18 +182,14 @@ def _execute(nodes: list):
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
 
 
-#: the index checks' messages begin with these (ops.index_error), and the op they check
-_CHECKED_OPS = (("lazyrt.take_along_axis", ops.GATHER.name),
-                ("lazyrt.scatter_add", ops.SCATTER_ADD.name))
-
-
 def _name_index_sites(exc, program):
     """An index check failed while ``program`` ran: note on ``exc`` the user's
     lines that recorded the graph's ops of the kind checked (as compiled: a later
     run of the same graph from other lines names the first ones), so an error
     raised at a barrier still points at the call that caused it."""
     message = str(exc)
-    kind = next((op for prefix, op in _CHECKED_OPS if message.startswith(prefix)), None)
+    kind = next((op for op, name in ops.CHECKED_NAMES.items()
+                 if message.startswith(name + ":")), None)
     record = getattr(program, "record", None)
     if kind is None or record is None or not hasattr(exc, "add_note"):  # add_note: 3.11+
         return

@@ -53,7 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import dtypes as D
-from ..ops import index_error
+from ..ops import CHECKED_NAMES, index_error
 
 #: dtypes whose arithmetic runs in a wider dtype, rounded back after every op
 #: as NumPy's float16 loops do: float16 in float32
@@ -177,7 +177,7 @@ class GatherCheck:
         return cls(spec.body[st.args[0]].attr, size, negative, axis, shape)
 
     def message(self, bad: int) -> str:
-        return index_error("lazyrt.take_along_axis", bad, f"axis {self.axis} of size "
+        return index_error(CHECKED_NAMES["gather"], bad, f"axis {self.axis} of size "
                            f"{self.size} (indices of shape {self.shape})", self.size,
                            self.negative)
 
