@@ -135,6 +135,12 @@ def available_backends() -> list[str]:
 _watcher = None
 
 
+# A host backend runs the graph on the calling thread, inside the barrier. On a
+# worker thread, overlapping the next training step's trace, it measured slower
+# on a 2-core host (transformer b32x64: 76 ms a step in line, 82 ms with the
+# worker's OpenMP team cut to one thread until the barrier waits, 112-190 ms
+# with the full team): the trace and the worker contend for the GIL between
+# kernels and for the cores the kernels' OpenMP team needs.
 def _execute(nodes: list):
     if not nodes:
         return
