@@ -364,6 +364,48 @@ def test_integer_division_ordering_and_logical_forms(torch_backend, fn):
     assert_same(got, fn(x))
 
 
+KNOWN_ZERO_DIVISORS = {  # integer division by a divisor whose value is known when recorded
+    "floordiv_python_zero": lambda x: x // 0,
+    "remainder_python_zero": lambda x: x % 0,
+    "remainder_of_a_number": lambda x: torch.remainder(5, DIVISORS.to(x.device)),
+    "floordiv_cpu_scalar": lambda x: x // torch.tensor(0),
+    "floor_div_data": lambda x: torch.div(x, DIVISORS.to(x.device), rounding_mode="floor"),
+    "trunc_div_data": lambda x: torch.div(x, DIVISORS.to(x.device), rounding_mode="trunc"),
+    "remainder_data": lambda x: x % DIVISORS.to(x.device),
+    "fmod_data": lambda x: torch.fmod(x, DIVISORS.to(x.device)),
+    "int32_floordiv": lambda x: x.int() // DIVISORS.int().to(x.device),
+}
+DIVISORS = torch.tensor([3, -2, 0, 1, 5])
+
+
+@pytest.mark.parametrize("case", list(KNOWN_ZERO_DIVISORS))
+def test_integer_division_by_a_known_zero_raises_as_in_eager(torch_backend, case):
+    """Eager raises ``ZeroDivisionError`` on an integer division by zero; lazyrt's
+    integer ops give 0 (NumPy's rule), so a divisor known at the call raises there."""
+    call = KNOWN_ZERO_DIVISORS[case]
+    x = torch.tensor([7, -7, 4, 0, 9])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        call(x)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        call(x.to("lazy"))
+    nonzero = torch.tensor([3, -2, 4, 1, 5])  # the same calls with no zero divisor compute
+    assert_same(torch.div(x.to("lazy"), nonzero.to("lazy"), rounding_mode="floor"),
+                torch.div(x, nonzero, rounding_mode="floor"))
+
+
+def test_integer_division_by_a_zero_computed_in_the_graph_gives_zero(torch_backend):
+    """The documented limit of the check above: a divisor still pending when the
+    division is recorded is not read, and its zero gives 0 (eager raises)."""
+    x = torch.tensor([7, -7, 4])
+    d = torch.tensor([1, 2, 3]).to("lazy") - 1          # pending: [0, 1, 2]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        x // (torch.tensor([1, 2, 3]) - 1)
+    assert (x.to("lazy") // d).tolist() == [0, -7, 2]
+    assert (x.to("lazy") % d).tolist() == [0, 0, 0]
+    floats = x.double().to("lazy") // torch.tensor([0.0, 1.0, 2.0]).to("lazy")
+    assert_same(floats, x.double() // torch.tensor([0.0, 1.0, 2.0]))  # floats never raise
+
+
 def test_cpu_index_tensors_may_index_a_lazy_tensor(torch_backend):
     x = torch.arange(12.0).reshape(4, 3)
     idx = torch.tensor([3, 0, 3])

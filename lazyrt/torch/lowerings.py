@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .. import _recorder_shapes as S
@@ -25,7 +26,7 @@ from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .operands import KIND, operand, promoted, value
-from .tensor import code_of, number_of, runtime_scalar
+from .tensor import LazyTensor, code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -277,10 +278,40 @@ def _clamp(a, lo=None, hi=None):
     return out
 
 
+def _check_divisor(b, comp):
+    """Eager CPU torch raises ``ZeroDivisionError`` (a RuntimeError) on an integer
+    ``//``, ``%``, ``fmod`` or rounded ``div`` by zero; lazyrt's integer ops give 0
+    there, as NumPy does. A divisor known when the op is recorded (a Python number,
+    a CPU scalar, a lazy tensor whose value is already on the host) raises here,
+    at the call, as eager does. One computed in the same graph is not checked: its
+    quotient is 0 (README, PyTorch front-end)."""
+    if comp not in D.INTEGRAL:
+        return
+    if type(b) is LazyTensor:
+        v = b.value._node.value  # a host array, a scalar leaf's number; None while pending
+        zero = (v.size > 0 and not v.all()) if isinstance(v, np.ndarray) else \
+            isinstance(v, (int, float)) and v == 0
+    elif isinstance(b, torch.Tensor):
+        zero = b.device.type == "cpu" and b.dim() == 0 and b.item() == 0
+    else:
+        zero = isinstance(b, (int, bool)) and b == 0
+    if zero:
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _integer_division(lower):
+    """``lower`` with :func:`_check_divisor` of its divisor first."""
+    def checked(a, b):
+        _check_divisor(b, promoted(KIND.DEFAULT, a, b)[0])
+        return lower(a, b)
+    return checked
+
+
 def _div_mode(a, b, *, rounding_mode=None):
     if rounding_mode is None:
         return LOWERINGS[aten.div.Tensor](a, b)
     comp, out = promoted(KIND.DEFAULT, a, b)
+    _check_divisor(b, comp)
     x, y = operand(a, comp), operand(b, comp)
     if rounding_mode == "floor":
         return P.floor_divide(x, y)  # NumPy's floor division is torch's (Python's)
@@ -299,8 +330,8 @@ def _leaky_relu(a, slope=0.01):
 
 _register([aten.relu.default], _relu)
 _register([aten.div.Tensor_mode, aten.div.Scalar_mode], _div_mode)
-_register([aten.remainder.Tensor, aten.remainder.Scalar],
-          _binary(P.remainder, KIND.DEFAULT))
+_register([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor],
+          _integer_division(_binary(P.remainder, KIND.DEFAULT)))
 _register([aten.trunc.default], _unary(P.trunc, KIND.DEFAULT))
 _register([aten.leaky_relu.default], _leaky_relu)
 def _hardtanh(a, lo=-1, hi=1):
@@ -329,6 +360,7 @@ def _fmod(a, b):
     _check_takes(_EAGER_TAKES["fmod"], comp)
     if comp in D.FLOATING:
         return NotImplemented
+    _check_divisor(b, comp)
     x, y = operand(a, comp), operand(b, comp)
     zero = runtime_scalar(0, comp)
     r = P.remainder(x, y)
