@@ -480,6 +480,19 @@ def test_more_elementwise_lowerings_match_eager_with_no_fallback(torch_backend, 
     assert lr.metrics.snapshot()["fallbacks"] == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int64,
+                                   torch.bool])
+def test_sign_of_nan_is_zero_as_in_eager(torch_backend, dtype):
+    """torch's ``sign`` is ``(0 < x) - (x < 0)``: NaN gives 0 and -0.0 gives 0.0,
+    where NumPy's (lazyrt's own ``sign``) gives NaN and -0.0."""
+    x = _specials(dtype).to(dtype) if dtype is not torch.bool else torch.tensor([True, False])
+    want = torch.sign(x)
+    got = torch.sign(x.to("lazy")).cpu()
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    if dtype.is_floating_point:
+        assert not got.isnan().any() and not torch.signbit(got[got == 0]).any()
+
+
 REFUSED = {  # (input, call): eager's CPU kernels lack these dtypes
     "hypot_int": (torch.tensor([1, 2]), lambda x: torch.hypot(x, x)),
     "round_bool": (torch.tensor([True, False]), torch.round),
