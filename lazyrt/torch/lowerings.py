@@ -160,6 +160,18 @@ BINARY = [
     (aten.__rshift__, P.bitwise_right_shift, KIND.DEFAULT),
 ]
 
+def _sign(x):
+    """torch's sign, ``(0 < x) - (x < 0)``: a NaN's sign is 0 and -0.0's is 0.0
+    (NumPy's ``sign``, lazyrt's, gives NaN and -0.0)."""
+    code = x._node.dtype
+    if code == D.BOOL:
+        return P.astype(x, x.dtype)
+    if code not in D.FLOATING:
+        return P.sign(x)
+    zero = runtime_scalar(0, code)
+    return P.astype(x > zero, x.dtype) - P.astype(x < zero, x.dtype)
+
+
 UNARY = [
     (aten.neg, P.negative, KIND.DEFAULT),
     (aten.abs, P.abs, KIND.COMPLEX_TO_FLOAT),
@@ -175,7 +187,7 @@ UNARY = [
     (aten.sigmoid, P.sigmoid, KIND.INT_TO_FLOAT),
     (aten.erf, P.erf, KIND.INT_TO_FLOAT),
     (aten.reciprocal, P.reciprocal, KIND.INT_TO_FLOAT),
-    (aten.sign, lambda x: _sign(x), KIND.DEFAULT),
+    (aten.sign, _sign, KIND.DEFAULT),
     (aten.floor, P.floor, KIND.DEFAULT),
     (aten.ceil, P.ceil, KIND.DEFAULT),
     (aten.logical_not, P.logical_not, KIND.ALWAYS_BOOL),
@@ -206,16 +218,6 @@ for _packet, _fn, _kind in UNARY:
     _register(_variants(_packet, "default"),
               _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__)))
 _register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
-
-
-def _sign(x):
-    """torch's sign, ``(0 < x) - (x < 0)``: a NaN's sign is 0 and -0.0's is 0.0
-    (NumPy's ``sign``, lazyrt's, gives NaN and -0.0)."""
-    code = x._node.dtype
-    if code == D.BOOL or code not in D.FLOATING:
-        return P.astype(x, x.dtype) if code == D.BOOL else P.sign(x)
-    zero = runtime_scalar(0, code)
-    return P.astype(x > zero, x.dtype) - P.astype(x < zero, x.dtype)
 
 
 def _pow(a, b):
