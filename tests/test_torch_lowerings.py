@@ -493,6 +493,29 @@ def test_sign_of_nan_is_zero_as_in_eager(torch_backend, dtype):
         assert not got.isnan().any() and not torch.signbit(got[got == 0]).any()
 
 
+CLAMPS = {
+    "relu": torch.relu, "relu6": torch.nn.functional.relu6,
+    "clamp_min": lambda x: x.clamp_min(0.0), "clamp_max": lambda x: x.clamp_max(-0.0),
+    "clamp": lambda x: x.clamp(0, 1), "clamp_cpu_scalars": lambda x: x.clamp(
+        torch.tensor(0.0), torch.tensor(1.0)),
+    "hardtanh": lambda x: torch.nn.functional.hardtanh(x, -0.0, 0.5),
+    "clamp_nan_bound": lambda x: x.clamp(min=float("nan")),
+    "clamp_crossed_bounds": lambda x: x.clamp(1, 0),
+}
+
+
+@pytest.mark.parametrize("op", list(CLAMPS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_relu_and_clamp_keep_signed_zeros_and_nan_as_eager(torch_backend, op, dtype):
+    """Eager's ReLU and clamp with number bounds keep a value equal to a bound as it
+    is (-0.0 stays -0.0), keep NaN inputs and give NaN for a NaN bound."""
+    x = torch.tensor([-0.0, 0.0, -1.0, 2.0, float("nan"), 0.5, 1.0, -5.0], dtype=dtype)
+    want = CLAMPS[op](x)
+    got = CLAMPS[op](x.to("lazy")).cpu()
+    assert_same(got, want, rtol=0, atol=0)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
 REFUSED = {  # (input, call): eager's CPU kernels lack these dtypes
     "hypot_int": (torch.tensor([1, 2]), lambda x: torch.hypot(x, x)),
     "round_bool": (torch.tensor([True, False]), torch.round),

@@ -160,6 +160,7 @@ BINARY = [
     (aten.__rshift__, P.bitwise_right_shift, KIND.DEFAULT),
 ]
 
+
 def _sign(x):
     """torch's sign, ``(0 < x) - (x < 0)``: a NaN's sign is 0 and -0.0's is 0.0
     (NumPy's ``sign``, lazyrt's, gives NaN and -0.0)."""
@@ -232,7 +233,9 @@ _register(_variants(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"), _pow)
 
 
 def _relu(a):
-    return P.maximum(value(a), runtime_scalar(0, value(a)._node.dtype))
+    x = value(a)
+    zero = runtime_scalar(0, x._node.dtype)
+    return S.where(x < zero, zero, x)  # eager's clamp_min: -0.0 and NaN stay as they are
 
 
 def _gelu(a, *, approximate="none"):
@@ -280,12 +283,22 @@ def _threshold_backward(grad, x, threshold):
 
 
 def _clamp(a, lo=None, hi=None):
+    """Eager's clamp: a NaN input stays NaN, a NaN bound gives NaN. With a number
+    (or a CPU scalar) for a bound, a value equal to it stays itself (eager's
+    ``clamp(-0.0, min=0)`` is -0.0); with a tensor bound eager's own kernels
+    differ on that tie."""
     comp, _ = promoted(KIND.DEFAULT, a, *(v for v in (lo, hi) if v is not None))
     out = operand(a, comp)
-    if lo is not None:
-        out = P.maximum(out, operand(lo, comp))
-    if hi is not None:
-        out = P.minimum(out, operand(hi, comp))
+    for bound, outside, fn in ((lo, P.less, P.maximum), (hi, P.greater, P.minimum)):
+        if bound is None:
+            continue
+        b = operand(bound, comp)
+        number = bound.item() if isinstance(bound, torch.Tensor) and \
+            bound.device.type == "cpu" and bound.dim() == 0 else bound
+        if isinstance(number, (int, float)) and not math.isnan(number):
+            out = S.where(outside(out, b), b, out)
+        else:
+            out = fn(out, b)
     return out
 
 
