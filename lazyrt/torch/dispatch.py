@@ -32,6 +32,7 @@ from ..metrics import metrics
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
 from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
 from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
+from . import division as _division  # noqa: F401  (registers div modes, remainder, fmod)
 from . import fused_optim as _fused_optim  # noqa: F401  (registers _fused_adam, _fused_sgd)
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from .. import _recorder_shapes as S
@@ -26,7 +25,7 @@ from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .operands import KIND, operand, promoted, value
-from .tensor import LazyTensor, code_of, number_of, runtime_scalar
+from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -302,60 +301,12 @@ def _clamp(a, lo=None, hi=None):
     return out
 
 
-def _check_divisor(b, comp):
-    """Eager CPU torch raises ``ZeroDivisionError`` (a RuntimeError) on an integer
-    ``//``, ``%``, ``fmod`` or rounded ``div`` by zero; lazyrt's integer ops give 0
-    there, as NumPy does. A divisor known when the op is recorded (a Python number,
-    a CPU scalar, a lazy tensor whose value is already on the host) raises here,
-    at the call, as eager does. One computed in the same graph is not checked: its
-    quotient is 0 (README, PyTorch front-end)."""
-    if comp not in D.INTEGRAL:
-        return
-    if type(b) is LazyTensor:
-        v = b.value._node.value  # a host array, a scalar leaf's number; None while pending
-        zero = (v.size > 0 and not v.all()) if isinstance(v, np.ndarray) else \
-            isinstance(v, (int, float)) and v == 0
-    elif isinstance(b, torch.Tensor):
-        zero = b.device.type == "cpu" and b.dim() == 0 and b.item() == 0
-    else:
-        zero = isinstance(b, (int, bool)) and b == 0
-    if zero:
-        raise RuntimeError("ZeroDivisionError")
-
-
-def _integer_division(lower):
-    """``lower`` with :func:`_check_divisor` of its divisor first."""
-    def checked(a, b):
-        _check_divisor(b, promoted(KIND.DEFAULT, a, b)[0])
-        return lower(a, b)
-    return checked
-
-
-def _div_mode(a, b, *, rounding_mode=None):
-    if rounding_mode is None:
-        return LOWERINGS[aten.div.Tensor](a, b)
-    comp, out = promoted(KIND.DEFAULT, a, b)
-    _check_divisor(b, comp)
-    x, y = operand(a, comp), operand(b, comp)
-    if rounding_mode == "floor":
-        return P.floor_divide(x, y)  # NumPy's floor division is torch's (Python's)
-    if comp in D.FLOATING:
-        return P.trunc(P.divide(x, y))
-    q = P.floor_divide(x, y)  # integer truncation: floor, moved toward zero
-    inexact = P.logical_and(P.remainder(x, y) != runtime_scalar(0, comp),
-                            (x < runtime_scalar(0, comp)) != (y < runtime_scalar(0, comp)))
-    return q + P.astype(inexact, D.DTYPES[comp])
-
-
 def _leaky_relu(a, slope=0.01):
     x = value(a)
     return S.where(x > runtime_scalar(0, x._node.dtype), x, x * operand(slope, x._node.dtype))
 
 
 _register([aten.relu.default], _relu)
-_register([aten.div.Tensor_mode, aten.div.Scalar_mode], _div_mode)
-_register([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor],
-          _integer_division(_binary(P.remainder, KIND.DEFAULT)))
 _register([aten.trunc.default], _unary(P.trunc, KIND.DEFAULT))
 _register([aten.leaky_relu.default], _leaky_relu)
 def _hardtanh(a, lo=-1, hi=1):
@@ -374,21 +325,6 @@ _register([aten.hardtanh.default], _hardtanh)
 def _exp2(a):
     comp, _ = promoted(KIND.INT_TO_FLOAT, a)
     return P.power(runtime_scalar(2, comp), operand(a, comp))
-
-
-def _fmod(a, b):
-    """C's truncated remainder (sign of the dividend), from lazyrt's floored one.
-    Exact for integers; a float result would need ``fmod`` itself (floored
-    remainder minus the divisor rounds), so floats take the counted fallback."""
-    comp, _ = promoted(KIND.DEFAULT, a, b)
-    _check_takes(_EAGER_TAKES["fmod"], comp)
-    if comp in D.FLOATING:
-        return NotImplemented
-    _check_divisor(b, comp)
-    x, y = operand(a, comp), operand(b, comp)
-    zero = runtime_scalar(0, comp)
-    r = P.remainder(x, y)
-    return S.where(P.logical_and(r != zero, (r < zero) != (x < zero)), r - y, r)
 
 
 def _nan_ignoring(fn):
@@ -415,7 +351,6 @@ def _round_decimals(a, *, decimals=0):
 
 _register([aten.exp2.default], _exp2)
 _register([aten.round.decimals], _round_decimals)
-_register([aten.fmod.Tensor, aten.fmod.Scalar], _fmod)
 _register([aten.fmax.default], _nan_ignoring(P.maximum))
 _register([aten.fmin.default], _nan_ignoring(P.minimum))
 _register([aten.gelu.default], _gelu)

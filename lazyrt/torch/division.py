@@ -1,0 +1,82 @@
+"""Integer division's lowerings: ``div`` with a rounding mode, ``remainder``
+and ``fmod``, as eager torch rounds them, and eager's ``ZeroDivisionError`` for
+an integer divisor known to be zero when the op is recorded."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import _recorder_shapes as S
+from .. import dtypes as D
+from ..api import pointwise as P
+from .lowerings import _EAGER_TAKES, LOWERINGS, _binary, _check_takes, _register
+from .operands import KIND, operand, promoted
+from .tensor import LazyTensor, runtime_scalar
+
+aten = torch.ops.aten
+
+
+def _check_divisor(b, comp):
+    """Eager CPU torch raises ``ZeroDivisionError`` (a RuntimeError) on an integer
+    ``//``, ``%``, ``fmod`` or rounded ``div`` by zero; lazyrt's integer ops give 0
+    there, as NumPy does. A divisor known when the op is recorded (a Python number,
+    a CPU scalar, a lazy tensor whose value is already on the host) raises here,
+    at the call, as eager does. One computed in the same graph is not checked: its
+    quotient is 0 (README, PyTorch front-end)."""
+    if comp not in D.INTEGRAL:
+        return
+    if type(b) is LazyTensor:
+        v = b.value._node.value  # a host array, a scalar leaf's number; None while pending
+        zero = (v.size > 0 and not v.all()) if isinstance(v, np.ndarray) else \
+            isinstance(v, (int, float)) and v == 0
+    elif isinstance(b, torch.Tensor):
+        zero = b.device.type == "cpu" and b.dim() == 0 and b.item() == 0
+    else:
+        zero = isinstance(b, (int, bool)) and b == 0
+    if zero:
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _integer_division(lower):
+    """``lower`` with :func:`_check_divisor` of its divisor first."""
+    def checked(a, b):
+        _check_divisor(b, promoted(KIND.DEFAULT, a, b)[0])
+        return lower(a, b)
+    return checked
+
+
+def _div_mode(a, b, *, rounding_mode=None):
+    if rounding_mode is None:
+        return LOWERINGS[aten.div.Tensor](a, b)
+    comp, out = promoted(KIND.DEFAULT, a, b)
+    _check_divisor(b, comp)
+    x, y = operand(a, comp), operand(b, comp)
+    if rounding_mode == "floor":
+        return P.floor_divide(x, y)  # NumPy's floor division is torch's (Python's)
+    if comp in D.FLOATING:
+        return P.trunc(P.divide(x, y))
+    q = P.floor_divide(x, y)  # integer truncation: floor, moved toward zero
+    inexact = P.logical_and(P.remainder(x, y) != runtime_scalar(0, comp),
+                            (x < runtime_scalar(0, comp)) != (y < runtime_scalar(0, comp)))
+    return q + P.astype(inexact, D.DTYPES[comp])
+
+
+def _fmod(a, b):
+    """C's truncated remainder (sign of the dividend), from lazyrt's floored one.
+    Exact for integers; a float result would need ``fmod`` itself (floored
+    remainder minus the divisor rounds), so floats take the counted fallback."""
+    comp, _ = promoted(KIND.DEFAULT, a, b)
+    _check_takes(_EAGER_TAKES["fmod"], comp)
+    if comp in D.FLOATING:
+        return NotImplemented
+    _check_divisor(b, comp)
+    x, y = operand(a, comp), operand(b, comp)
+    zero = runtime_scalar(0, comp)
+    r = P.remainder(x, y)
+    return S.where(P.logical_and(r != zero, (r < zero) != (x < zero)), r - y, r)
+
+
+_register([aten.div.Tensor_mode, aten.div.Scalar_mode], _div_mode)
+_register([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor],
+          _integer_division(_binary(P.remainder, KIND.DEFAULT)))
+_register([aten.fmod.Tensor, aten.fmod.Scalar], _fmod)
