@@ -393,17 +393,53 @@ def test_integer_division_by_a_known_zero_raises_as_in_eager(torch_backend, case
                 torch.div(x, nonzero, rounding_mode="floor"))
 
 
-def test_integer_division_by_a_zero_computed_in_the_graph_gives_zero(torch_backend):
-    """The documented limit of the check above: a divisor still pending when the
-    division is recorded is not read, and its zero gives 0 (eager raises)."""
+PENDING_ZERO_DIVISORS = {
+    "floordiv": lambda x, d: x // d,
+    "remainder": lambda x, d: x % d,
+    "fmod": lambda x, d: torch.fmod(x, d),
+    "floor_div": lambda x, d: torch.div(x, d, rounding_mode="floor"),
+    "trunc_div": lambda x, d: torch.div(x, d, rounding_mode="trunc"),
+    "number_dividend": lambda x, d: torch.remainder(5, d),
+    "int32": lambda x, d: x.int() // d.int(),
+}
+
+
+@pytest.mark.parametrize("case", list(PENDING_ZERO_DIVISORS))
+def test_integer_division_by_a_zero_computed_in_the_graph_raises_at_the_barrier(
+        torch_backend, case):
+    """A divisor the graph computes is not known at the call: the division is
+    recorded, and the barrier that computes the graph raises eager's error,
+    naming the line that recorded the division. The check is raised once; the
+    values stay usable, and a divisor with no zero computes as eager does."""
+    call = PENDING_ZERO_DIVISORS[case]
     x = torch.tensor([7, -7, 4])
-    d = torch.tensor([1, 2, 3]).to("lazy") - 1          # pending: [0, 1, 2]
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        x // (torch.tensor([1, 2, 3]) - 1)
-    assert (x.to("lazy") // d).tolist() == [0, -7, 2]
-    assert (x.to("lazy") % d).tolist() == [0, 0, 0]
-    floats = x.double().to("lazy") // torch.tensor([0.0, 1.0, 2.0]).to("lazy")
-    assert_same(floats, x.double() // torch.tensor([0.0, 1.0, 2.0]))  # floats never raise
+        call(x, torch.tensor([1, 2, 3]) - 1)
+    d = torch.tensor([1, 2, 3]).to("lazy") - 1          # pending: [0, 1, 2]
+    out = call(x.to("lazy"), d)                          # no error yet: d is unknown
+    with pytest.raises(RuntimeError, match=r"ZeroDivisionError .*test_torch_lowerings\.py"):
+        out.tolist()
+    # raised once; the values are there (where the divisor is not zero, eager's)
+    assert out.tolist()[1:] == call(x, torch.tensor([1, 1, 2])).tolist()[1:]
+    out2 = call(x.to("lazy"), torch.tensor([1, 2, 3]).to("lazy") - 1)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        lt.mark_step()                                   # every barrier checks
+    nonzero = torch.tensor([2, 3, 4])
+    assert_same(call(x.to("lazy"), nonzero.to("lazy") - 1), call(x, nonzero - 1))
+    del out2
+
+
+def test_integer_division_checks_only_what_eager_checks(torch_backend):
+    """Eager's kernel never reads the divisor of an empty result, and floats
+    divide by zero to inf/NaN: neither raises, known divisor or pending."""
+    empty = torch.zeros(0, 3, dtype=torch.long)
+    assert (empty.to("lazy") // 0).shape == (0, 3)
+    assert (empty.to("lazy") // (torch.tensor([1, 2, 3]).to("lazy") - 1)).tolist() == []
+    x = torch.tensor([7.0, -7.0, 4.0])
+    zeros = torch.tensor([0.0, 1.0, 2.0])
+    assert_same(x.to("lazy") // (zeros.to("lazy") * 1), x // zeros)
+    assert_same(x.to("lazy") % (zeros.to("lazy") * 1), x % zeros)
+    lt.mark_step()
 
 
 def test_cpu_index_tensors_may_index_a_lazy_tensor(torch_backend):

@@ -18,12 +18,12 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .._source_lines import skip_source_dir as _skip_source_dir
-from .. import runtime
 from . import factories as _factories
 from . import meta as _meta
 from . import optim as _optim
 from .random import eager_random, eager_random_enabled
 from .tensor import _TORCH_DIR, DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
+from .tensor import sync as _sync
 
 __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
            "eager_random"]
@@ -84,7 +84,7 @@ def to_cpu(obj):
     if isinstance(obj, torch.Tensor):
         return eager(obj) if is_lazy(obj) else obj
     leaves = [t for t in tree_leaves(obj) if is_lazy(t)]
-    runtime.sync(*(unwrap(t) for t in leaves))  # one graph for them all
+    _sync(*(unwrap(t) for t in leaves))  # one graph for them all
     return tree_map(lambda t: eager(t) if is_lazy(t) else t, obj)
 
 
@@ -99,7 +99,7 @@ def save(obj, f, **kwargs):
 
 def mark_step():
     """The step barrier: compute every pending lazy tensor in one graph."""
-    runtime.sync()
+    _sync()
 
 
 def _numpy(self, *, force=False, _original=torch.Tensor.numpy):

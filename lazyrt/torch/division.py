@@ -1,7 +1,10 @@
 """Integer division's lowerings: ``div`` with a rounding mode, ``remainder``
 and ``fmod``, as eager torch rounds them, and eager's ``ZeroDivisionError`` for
-an integer divisor known to be zero when the op is recorded."""
+an integer divisor of zero: at the call when the divisor is known then, at the
+barrier that computes it otherwise."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -11,36 +14,46 @@ from .. import dtypes as D
 from ..api import pointwise as P
 from .lowerings import _EAGER_TAKES, LOWERINGS, _binary, _check_takes, _register
 from .operands import KIND, operand, promoted
-from .tensor import LazyTensor, runtime_scalar
+from .tensor import LazyTensor, defer_error, runtime_scalar
 
 aten = torch.ops.aten
 
 
-def _check_divisor(b, comp):
+def _check_divisor(a, b, comp):
     """Eager CPU torch raises ``ZeroDivisionError`` (a RuntimeError) on an integer
     ``//``, ``%``, ``fmod`` or rounded ``div`` by zero; lazyrt's integer ops give 0
     there, as NumPy does. A divisor known when the op is recorded (a Python number,
     a CPU scalar, a lazy tensor whose value is already on the host) raises here,
-    at the call, as eager does. One computed in the same graph is not checked: its
-    quotient is 0 (README, PyTorch front-end)."""
+    at the call, as eager does. One the graph computes is checked in the graph:
+    the barrier that computes it raises (:func:`.tensor.defer_error`). Eager's
+    kernel never reads the divisor of an empty result, so neither check does."""
     if comp not in D.INTEGRAL:
         return
     if type(b) is LazyTensor:
         v = b.value._node.value  # a host array, a scalar leaf's number; None while pending
+        if v is None:
+            if math.prod(torch.broadcast_shapes(_shape(a), b.shape)) > 0:
+                defer_error(S.any(operand(b, comp) == runtime_scalar(0, comp)),
+                            "ZeroDivisionError")
+            return
         zero = (v.size > 0 and not v.all()) if isinstance(v, np.ndarray) else \
             isinstance(v, (int, float)) and v == 0
     elif isinstance(b, torch.Tensor):
         zero = b.device.type == "cpu" and b.dim() == 0 and b.item() == 0
     else:
         zero = isinstance(b, (int, bool)) and b == 0
-    if zero:
+    if zero and math.prod(torch.broadcast_shapes(_shape(a), _shape(b))) > 0:
         raise RuntimeError("ZeroDivisionError")
+
+
+def _shape(x) -> tuple:
+    return tuple(x.shape) if isinstance(x, torch.Tensor) else ()
 
 
 def _integer_division(lower):
     """``lower`` with :func:`_check_divisor` of its divisor first."""
     def checked(a, b):
-        _check_divisor(b, promoted(KIND.DEFAULT, a, b)[0])
+        _check_divisor(a, b, promoted(KIND.DEFAULT, a, b)[0])
         return lower(a, b)
     return checked
 
@@ -49,7 +62,7 @@ def _div_mode(a, b, *, rounding_mode=None):
     if rounding_mode is None:
         return LOWERINGS[aten.div.Tensor](a, b)
     comp, out = promoted(KIND.DEFAULT, a, b)
-    _check_divisor(b, comp)
+    _check_divisor(a, b, comp)
     x, y = operand(a, comp), operand(b, comp)
     if rounding_mode == "floor":
         return P.floor_divide(x, y)  # NumPy's floor division is torch's (Python's)
@@ -69,7 +82,7 @@ def _fmod(a, b):
     _check_takes(_EAGER_TAKES["fmod"], comp)
     if comp in D.FLOATING:
         return NotImplemented
-    _check_divisor(b, comp)
+    _check_divisor(a, b, comp)
     x, y = operand(a, comp), operand(b, comp)
     zero = runtime_scalar(0, comp)
     r = P.remainder(x, y)

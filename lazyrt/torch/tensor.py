@@ -26,6 +26,7 @@ import torch
 from .. import _recorder as R
 from .. import dtypes as D
 from .. import runtime
+from .._source_lines import source_line
 from ..api.creation import tensor as _lr_tensor
 from ..metrics import metrics
 
@@ -163,10 +164,39 @@ def count_materialization():
     metrics.materialized_at[site(user_frame())] += 1
 
 
+#: errors eager raises at the call that only a value computed in the graph can
+#: show (an integer division by a zero the graph computes): (a 0-d lazyrt bool,
+#: true where eager would have raised; the message; the user's code and offset)
+_deferred: list = []
+
+
+def defer_error(flag, message: str):
+    """Raise ``RuntimeError(message)`` at the next barrier of ``lazyrt.torch`` if
+    ``flag`` (a 0-d lazyrt bool, computed with that barrier's values) is true."""
+    _deferred.append((flag, message, site(user_frame())))
+
+
+def sync(*values):
+    """``lazyrt.torch``'s barrier: compute ``values`` (every pending tensor when
+    none are given) and every deferred check in one graph, then raise the first
+    check that holds, naming the user's line that recorded it."""
+    checks = _deferred[:]
+    del _deferred[:]  # taken before the run: a check that holds is raised once
+    if values:
+        runtime.sync(*values, *(flag for flag, _, _ in checks))
+    else:
+        runtime.sync()
+    for flag, message, (code, offset) in checks:
+        if flag.numpy().item():
+            where = source_line(code, offset) or "<unknown>"
+            raise RuntimeError(f"{message} (lazyrt.torch: raised at this barrier, for the "
+                               f"op recorded at {where})")
+
+
 def compute(value) -> np.ndarray:
     """The value of a lazyrt tensor (a barrier, counted by the caller)."""
-    if value.is_pending:
-        runtime.sync(value)
+    if value.is_pending or _deferred:
+        sync(value)
     return value.numpy()
 
 
