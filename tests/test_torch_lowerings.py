@@ -429,6 +429,20 @@ def test_integer_division_by_a_zero_computed_in_the_graph_raises_at_the_barrier(
     del out2
 
 
+def test_integer_division_by_a_zero_held_on_a_device_raises():
+    """On ``jax`` a computed divisor stays on the device (not a host array): the
+    graph checks it, as it does a pending one."""
+    if "jax" not in lr.runtime.available_backends():
+        pytest.skip("jax is not installed")
+    with lr.backend("jax"):
+        d = torch.tensor([1, 2, 3]).to("lazy") - 1
+        lt.mark_step()                                   # computed, held by jax
+        out = torch.tensor([7, -7, 4]).to("lazy") // d
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            out.tolist()
+        assert (torch.tensor([7, -7, 4]).to("lazy") // (d + 1)).tolist() == [7, -4, 1]
+
+
 def test_integer_division_checks_only_what_eager_checks(torch_backend):
     """Eager's kernel never reads the divisor of an empty result, and floats
     divide by zero to inf/NaN: neither raises, known divisor or pending."""

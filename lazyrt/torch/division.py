@@ -13,7 +13,7 @@ from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..api import pointwise as P
 from .lowerings import _EAGER_TAKES, LOWERINGS, _binary, _check_takes, _register
-from .operands import KIND, operand, promoted
+from .operands import KIND, cpu_scalar, operand, promoted
 from .tensor import LazyTensor, defer_error, runtime_scalar
 
 aten = torch.ops.aten
@@ -27,22 +27,21 @@ def _check_divisor(a, b, comp):
     at the call, as eager does. One the graph computes is checked in the graph:
     the barrier that computes it raises (:func:`.tensor.defer_error`). Eager's
     kernel never reads the divisor of an empty result, so neither check does."""
-    if comp not in D.INTEGRAL:
+    if comp not in D.INTEGRAL or math.prod(torch.broadcast_shapes(_shape(a), _shape(b))) == 0:
         return
     if type(b) is LazyTensor:
         v = b.value._node.value  # a host array, a scalar leaf's number; None while pending
-        if v is None:
-            if math.prod(torch.broadcast_shapes(_shape(a), b.shape)) > 0:
-                defer_error(S.any(operand(b, comp) == runtime_scalar(0, comp)),
-                            "ZeroDivisionError")
+        if isinstance(v, np.ndarray):
+            zero = v.size > 0 and not v.all()
+        elif isinstance(v, (int, float)):
+            zero = v == 0
+        else:  # pending, or held on a device (jax): the graph checks it
+            defer_error(S.any(operand(b, comp) == runtime_scalar(0, comp)), "ZeroDivisionError")
             return
-        zero = (v.size > 0 and not v.all()) if isinstance(v, np.ndarray) else \
-            isinstance(v, (int, float)) and v == 0
-    elif isinstance(b, torch.Tensor):
-        zero = b.device.type == "cpu" and b.dim() == 0 and b.item() == 0
     else:
-        zero = isinstance(b, (int, bool)) and b == 0
-    if zero and math.prod(torch.broadcast_shapes(_shape(a), _shape(b))) > 0:
+        number = cpu_scalar(b) if isinstance(b, torch.Tensor) else b
+        zero = isinstance(number, (int, bool)) and number == 0
+    if zero:
         raise RuntimeError("ZeroDivisionError")
 
 

@@ -24,7 +24,7 @@ from .. import dtypes as D
 from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
-from .operands import KIND, operand, promoted, value
+from .operands import KIND, cpu_scalar, operand, promoted, value
 from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
@@ -292,8 +292,7 @@ def _clamp(a, lo=None, hi=None):
         if bound is None:
             continue
         b = operand(bound, comp)
-        number = bound.item() if isinstance(bound, torch.Tensor) and \
-            bound.device.type == "cpu" and bound.dim() == 0 else bound
+        number = cpu_scalar(bound) if isinstance(bound, torch.Tensor) else bound
         if isinstance(number, (int, float)) and not math.isnan(number):
             out = S.where(outside(out, b), b, out)
         else:

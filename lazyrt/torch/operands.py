@@ -16,7 +16,7 @@ from torch._prims_common import elementwise_dtypes
 from .. import _recorder as R
 from .tensor import CODE_OF_TORCH, LazyTensor, code_of, runtime_scalar
 
-__all__ = ["KIND", "operand", "promoted", "value", "check_devices"]
+__all__ = ["KIND", "operand", "promoted", "value", "check_devices", "cpu_scalar"]
 
 _NUMBER = (bool, int, float)
 
@@ -59,11 +59,17 @@ def operand(x, code: int):
     if t in _NUMBER:
         return runtime_scalar(x, code)
     if isinstance(x, torch.Tensor):
-        if x.dim() == 0 and x.device.type == "cpu":
-            return runtime_scalar(x.item(), code)
+        number = cpu_scalar(x)
+        if number is not None:
+            return runtime_scalar(number, code)
         raise RuntimeError(f"lazyrt.torch: expected a lazy tensor or a 0-d CPU tensor, "
                            f"got {_describe(x)}")
     raise TypeError(f"lazyrt.torch: cannot use {_describe(x)} as a tensor operand")
+
+
+def cpu_scalar(t: torch.Tensor):
+    """The number in a 0-d CPU tensor (known when the op is recorded), else None."""
+    return t.item() if t.dim() == 0 and t.device.type == "cpu" else None
 
 
 #: (kind, default dtype, operand signatures) -> (computation code, result code)
