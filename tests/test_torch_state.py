@@ -2,6 +2,8 @@
 lazyrt.torch.save, copy.deepcopy of a lazy model, clip_grad_norm_."""
 import copy
 import io
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -52,10 +54,59 @@ def test_save_writes_cpu_tensors(torch_backend, tmp_path):
     assert_same(exp_avg, loaded["opt"]["state"][0]["exp_avg"])
 
 
-def test_torch_save_of_a_lazy_tensor_refuses():
+def test_a_lazy_state_dict_loads_into_an_eager_model(torch_backend):
+    lazy = lt.lazy(_model(11))
+    with torch.no_grad():
+        lazy[2].bias.add_(1)       # pending
+    eager = _model(12)
+    eager.load_state_dict(lazy.state_dict())  # copy_ of each lazy tensor into a CPU one
+    for (k, v), (_, w) in zip(lazy.state_dict().items(), eager.state_dict().items()):
+        assert w.device.type == "cpu"
+        assert_same(v, w)
+
+
+def test_torch_save_of_lazy_tensors_writes_plain_cpu_tensors(torch_backend, tmp_path):
+    """torch.save needs no lt.save: what it writes torch.load reads back with no
+    lazyrt imported, and a state dict of pending tensors is computed in one graph."""
+    torch.manual_seed(13)
+    eager = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5)).double()
+    model = lt.lazy(copy.deepcopy(eager))
+    x = torch.randn(3, 4, dtype=torch.float64)
+    for m, dev in ((eager, "cpu"), (model, "lazy")):
+        m(x.to(dev))                 # running statistics: pending on the lazy side
+        with torch.no_grad():
+            m[0].weight.mul_(2)
+    lr.metrics.reset()
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": model.state_dict(), "step": 3}, path)
+    assert lr.metrics.snapshot()["graphs_executed"] == 1
+    code = (f"import sys, torch; d = torch.load({str(path)!r})['model']; "
+            f"assert 'lazyrt' not in sys.modules; "
+            f"print(all(type(v) is torch.Tensor and v.device.type == 'cpu' "
+            f"for v in d.values()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "True", out.stderr
+    loaded = torch.load(path)
+    assert loaded["step"] == 3
+    into = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5)).double()
+    into.load_state_dict(loaded["model"])
+    for (k, v), w in zip(into.state_dict().items(), eager.state_dict().values()):
+        torch.testing.assert_close(v, w, rtol=1e-12, atol=1e-15)
+
+
+def test_pickling_a_lazy_tensor_keeps_requires_grad_and_copy_copy_stays_lazy(torch_backend):
+    w = torch.arange(3.0).to("lazy").requires_grad_()
     buf = io.BytesIO()
-    with pytest.raises(RuntimeError):
-        torch.save(torch.ones(3).to("lazy"), buf)
+    torch.save([w, w * 2, (w * 2).detach()], buf)
+    buf.seek(0)
+    got = torch.load(buf)
+    assert [t.requires_grad for t in got] == [True, True, False]
+    assert_same(got[1].detach(), torch.arange(3.0) * 2)
+    a = torch.arange(3.0).to("lazy")
+    b = copy.copy(a)            # a shallow copy aliases, as eager's shares storage
+    b.add_(1)
+    assert b.device.type == "lazy"
+    assert_same(a, torch.arange(3.0) + 1)
 
 
 def test_deepcopy_of_a_lazy_model_is_independent(torch_backend):

@@ -160,3 +160,68 @@ def test_bad_shapes_raise_runtime_error_as_eager(torch_backend):
     assert type(lazy.value) is type(eager.value)
     with pytest.raises(IndexError):
         torch.ones(3).to("lazy").sum(2)
+
+
+def _copy_cases(dev):
+    """copy_ into CPU tensors of every kind from a source on ``dev`` (the eager twin
+    runs it from the CPU): the results must be the same tensors."""
+    src = (torch.arange(6, dtype=torch.float64).reshape(2, 3) - 2.5).to(dev)
+    same = torch.zeros(2, 3, dtype=torch.float64)
+    same.copy_(src * 2)
+    converted = torch.zeros(2, 3, dtype=torch.int32)
+    converted.copy_(src)                                   # float64 -> int32 truncates
+    broadcast = torch.full((4, 2, 3), -1.0)
+    broadcast.copy_(src[1])                                # (3,) over (4, 2, 3)
+    strided = torch.zeros(3, 2, dtype=torch.float64).t()  # a non-contiguous destination
+    strided.copy_(src)
+    base = torch.zeros(3, 5, dtype=torch.float64)
+    base[1:, ::2].copy_(src)                               # a view: its base sees it
+    base[0, 1:4] = src[0]                                  # assignment copies too
+    empty = torch.zeros(0, 3)
+    empty.copy_(src[:0])
+    flag = torch.zeros((), dtype=torch.bool)
+    flag.copy_(src.sum() < 0)                              # 0-d, into a bool
+    return same, converted, broadcast, strided, base, empty, flag
+
+
+def test_copy_into_a_cpu_tensor_is_a_barrier_that_fills_it_as_eager(torch_backend):
+    lr.metrics.reset()
+    lazy = _copy_cases("lazy")
+    snap = lr.metrics.snapshot()
+    assert snap["materializations"] == 8  # one per copy_
+    assert all(where.startswith(__file__) for where in snap["materialized_at"]), snap
+    for got, want in zip(lazy, _copy_cases("cpu")):
+        assert got.device.type == "cpu"
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_copy_into_a_lazy_tensor_still_works(torch_backend):
+    def prog(dev):
+        a = torch.zeros(2, 3, dtype=torch.int64).to(dev)
+        a.copy_(torch.tensor([1.7, -2.2, 3.5]))            # from the CPU, converted
+        b = torch.ones(2, 3).to(dev)
+        b[1].copy_(a[0] * 2)                                # lazy into a lazy view
+        return a, b
+    for got, want in zip(prog("lazy"), prog("cpu")):
+        assert_same(got, want)
+
+
+def test_copy_into_a_cpu_tensor_keeps_eagers_autograd(torch_backend):
+    for dev in ("lazy", "cpu"):
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            torch.zeros(3, requires_grad=True).copy_(torch.ones(3).to(dev))
+    grads = []
+    for dev in ("lazy", "cpu"):
+        w = torch.arange(3.0).to(dev).requires_grad_()
+        out = torch.zeros(2, 3)
+        out.copy_(w * w)                                    # differentiable, as in eager
+        assert out.requires_grad and out.device.type == "cpu"
+        (out * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+        grads.append(w.grad)
+        leaf = torch.zeros(3, requires_grad=True)
+        with torch.no_grad():
+            leaf.copy_(w)                                   # allowed without grad mode
+        assert leaf.is_leaf and leaf.grad_fn is None
+    assert grads[0].device.type == "lazy"
+    assert_same(grads[0], grads[1])

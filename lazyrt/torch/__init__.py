@@ -14,10 +14,14 @@ This is the only module that imports ``torch``: ``import lazyrt`` stays torch-fr
 """
 from __future__ import annotations
 
+import copy
+import sys
+
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .._source_lines import skip_source_dir as _skip_source_dir
+from . import dispatch as _dispatch
 from . import factories as _factories
 from . import meta as _meta
 from . import optim as _optim
@@ -29,6 +33,7 @@ __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
            "eager_random"]
 
 _factories.install()
+_dispatch.install_cross_device_copy()  # cpu_tensor.copy_(lazy_tensor) is a barrier
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
 # a node's source line is the user's model or training code, not torch's module
@@ -91,10 +96,34 @@ def to_cpu(obj):
 def save(obj, f, **kwargs):
     """``torch.save`` of ``obj`` with every lazy tensor saved as its CPU value, as
     ``torch.save`` users expect of a checkpoint (``torch.load`` gives CPU tensors).
-    ``torch.save`` of a lazy tensor itself refuses: it has no CPU storage to write."""
+    Every pending tensor in ``obj`` is computed in one graph, and nothing else is;
+    ``torch.save`` itself also writes CPU values (see :func:`_reduce_ex`)."""
     if isinstance(obj, torch.nn.Module):
         raise TypeError("lazyrt.torch.save: save module.state_dict(), not the module")
     torch.save(to_cpu(obj), f, **kwargs)
+
+
+def _reduce_ex(self, proto, _original=torch.Tensor.__reduce_ex__):
+    # Pickling (torch.save, pickle) reduces a lazy tensor to its CPU value: a
+    # checkpoint torch.load reads back as plain CPU tensors, with no lazyrt import.
+    # A lazy tensor has no storage to write (torch would fail on its data pointer).
+    # A pending one is computed with every other pending tensor, as mark_step does:
+    # a state dict of N pending tensors is then one graph, not N.
+    if self.device.type == "lazy":
+        if sys._getframe(1).f_code is _SHALLOW_COPY:
+            # copy.copy reduces without pickling: it gets what eager's gives, a
+            # tensor sharing the value (an alias), on the lazy device
+            return torch.Tensor.requires_grad_, (self.detach(), self.requires_grad)
+        value = unwrap(self)
+        if value.is_pending:
+            _sync()
+        count_materialization()
+        self = to_torch_cpu(value).requires_grad_(self.requires_grad)
+    return _original(self, proto)
+
+
+_SHALLOW_COPY = copy.copy.__code__
+torch.Tensor.__reduce_ex__ = _reduce_ex
 
 
 def mark_step():

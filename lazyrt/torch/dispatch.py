@@ -1,7 +1,9 @@
 """The order every aten call on a lazy tensor is tried in.
 
 1. barriers: ``_local_scalar_dense`` (``item()``, ``bool()``) and ``_to_copy``
-   to another device (``cpu()``, ``print``) compute the value;
+   to another device (``cpu()``, ``print``) compute the value, and so does a
+   ``copy_`` into a CPU tensor (:func:`install_cross_device_copy`: it runs before
+   functionalization, at the autograd key);
 2. native lowerings (:mod:`lazyrt.torch.lowerings`), then random draws and
    dropout (:mod:`lazyrt.torch.random`: Philox, or torch's draws in eager-mask mode);
 3. in-place ops on raw lazy tensors (inside decompositions only; user tensors are
@@ -178,6 +180,35 @@ def _lift_fresh(a):
 
 BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_copy,
             aten.lift_fresh.default: _lift_fresh}
+
+#: the autograd kernel every backend's ``copy_`` runs (torch's VariableType one), taken
+#: before :func:`install_cross_device_copy` puts its own in front of it for lazy tensors
+_COPY_AUTOGRAD = torch._C._dispatch_get_computed_kernel_for_dispatch_key(
+    "aten::copy_", torch._C.DispatchKey.AutogradLazy)
+_copy_library = None
+
+
+def _copy_(keyset, self, src, non_blocking=False):
+    """``aten::copy_`` on lazy tensors, at their autograd key (the first one a call
+    that involves a lazy tensor reaches). ``cpu.copy_(lazy)`` is a barrier: torch's
+    functionalization refuses to write a functional tensor into a plain one (an
+    internal assert), so the value comes to the destination's device first and
+    the copy is the destination device's own (dtype conversion, broadcasting,
+    strided destinations, views and autograd as eager; counted at the user's line).
+    Every other ``copy_`` goes on to torch's autograd kernel as before."""
+    if self.device.type != "lazy" and src.device.type == "lazy":
+        return self.copy_(src.to(self.device), non_blocking)
+    return _COPY_AUTOGRAD.call_boxed(keyset, self, src, non_blocking)
+
+
+def install_cross_device_copy():
+    """Register :func:`_copy_` (once): ``cpu_tensor.copy_(lazy_tensor)``,
+    ``cpu[...] = lazy`` and ``load_state_dict`` of a lazy state dict into an eager
+    model then fill the CPU tensor, as eager does across devices."""
+    global _copy_library
+    if _copy_library is None:
+        _copy_library = torch.library.Library("aten", "IMPL")
+        _copy_library.impl("copy_", _copy_, "AutogradLazy", with_keyset=True)
 
 
 # --- in-place on raw lazy tensors, and _foreach_ ---------------------------------------------
