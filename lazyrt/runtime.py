@@ -145,16 +145,18 @@ _watcher = None
 # barrier sets) removed the GIL waits but not the core contention: transformer
 # b8x64 took 15.3 ms of trace + 15.0 ms waiting + 0.8 ms to submit, against
 # 13.1 + 18.7 in line (medians), and its mean step was worse (outliers).
-def _execute(nodes: list):
+def _execute(nodes: list, isolate=True):
     if not nodes:
         return
     if _watcher is not None:
-        return _execute_watched(nodes, _watcher)
+        return _execute_watched(nodes, _watcher, isolate)
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
     level = debug.level()  # once per barrier; backends never read it
     t0 = perf_counter()
     cap = capture(nodes, be.salt)
+    if FailedValue.alive and _reads_failed(cap.values):
+        return _execute_around_failures(nodes, cap)
     values = cap.values if be is _device_backend or _device_backend is None \
         else _host_values(cap.values)
     program = program_cache.get(cap.key)
@@ -181,6 +183,8 @@ def _execute(nodes: list):
             results = program.run(values)
     except IndexError as exc:
         _name_index_sites(exc, program)
+        if isolate:
+            _fail_apart(nodes, cap, exc)
         raise
     t2 = perf_counter()
     metrics.graphs_executed += 1
@@ -208,14 +212,139 @@ def _name_index_sites(exc, program):
         exc.add_note(f"lazyrt: this graph's {kind} ops were recorded at {', '.join(sites)}")
 
 
-def _execute_watched(nodes: list, watcher):
+# --- a graph that fails on its data ------------------------------------------------------
+#
+# An index out of range is an error of the op that read it and of every tensor computed
+# from that op, not of the barrier: the barrier that runs such an op binds every tensor
+# computed from it (asked for, or alive and pending) to a FailedValue, computes what it
+# was asked for that does not depend on it, and raises, once. From then on every read
+# of those tensors (numpy(), item(), lr.sync(t), torch's .cpu()) raises the error
+# again, and so does the barrier that first computes a tensor recorded from them
+# later; barriers over anything else (mark_step() included) run as if it never happened.
+
+class FailedValue:
+    """What a computed node holds when its value could not be computed: the error
+    (its type, arguments and notes only: a traceback's frames would hold tensors,
+    and nodes, outside the cycle collector, would then never be freed). NumPy's
+    reading it (``host_value``, and so every host read) raises the error again."""
+
+    __slots__ = ("kind", "args", "notes")
+    alive = 0  # how many exist: while none does, a barrier tests nothing
+
+    def __init__(self, error: BaseException):
+        self.kind, self.args = type(error), error.args
+        self.notes = tuple(getattr(error, "__notes__", ()))
+        FailedValue.alive += 1
+
+    def __del__(self):
+        FailedValue.alive -= 1
+
+    def error(self, again=True) -> BaseException:
+        """A fresh copy of the error, noted as raised again unless ``again`` is false."""
+        exc = self.kind(*self.args)
+        if hasattr(exc, "add_note"):  # Python 3.11+
+            for note in self.notes:
+                exc.add_note(note)
+            if again:
+                exc.add_note("lazyrt: raised again: this tensor depends on the op that "
+                             "failed at an earlier barrier; tensors that do not depend on "
+                             "it compute as usual")
+        return exc
+
+    def __array__(self, dtype=None, copy=None):
+        raise self.error()
+
+
+def _reads_failed(values) -> bool:
+    return any(type(v) is FailedValue for v in values)
+
+
+def _execute_around_failures(nodes: list, cap):
+    """The barrier over ``nodes`` when its graph reads a failed value: the outputs
+    that depend on one fail with it, the others are computed; then it raises."""
+    raise _bind_failures(nodes, cap, _carry(cap)).error() from None
+
+
+def _carry(cap, carried=None) -> list:
+    """Per captured node, the failure of its first input that has one (``carried``:
+    those known already; else the failed parameters'); ``cap.nodes`` is in
+    topological order."""
+    if carried is None:
+        carried = [None] * len(cap.nodes)
+        for k, i in enumerate(cap.params):
+            if type(cap.values[k]) is FailedValue:
+                carried[i] = cap.values[k]
+    for i, ins in enumerate(cap.inputs):
+        if carried[i] is None:
+            for j in ins:
+                if carried[j] is not None:
+                    carried[i] = carried[j]
+                    break
+    return carried
+
+
+def _bind_failures(nodes, cap, carried) -> FailedValue:
+    """Bind each output in ``nodes`` that ``carried`` marks to its failure, compute
+    the others (one graph), and return the failure to raise: the first failed output's."""
+    failures = [carried[i] for i in cap.outputs]
+    for n, failure in zip(nodes, failures):
+        if failure is not None and not n.is_leaf:
+            n.bind(failure)
+    _fail_live_dependents()
+    _execute([n for n, failure in zip(nodes, failures) if failure is None and not n.is_leaf])
+    return next(f for f in failures if f is not None)
+
+
+def _fail_live_dependents():
+    """Bind every live pending tensor computed from a failed value to its failure, so
+    this barrier's error is the one for all of them and later barriers skip them."""
+    nodes = [t._node for t in R.live_pending()]
+    cap = capture(nodes)
+    carried = _carry(cap)
+    for n, i in zip(nodes, cap.outputs):
+        if carried[i] is not None and not n.is_leaf:
+            n.bind(carried[i])
+
+
+def _fail_apart(nodes: list, cap, exc):
+    """The run of ``cap`` raised ``exc``, an index out of range. Find the ops that
+    failed: each range-checked op the graph holds runs as a barrier of its own, in
+    topological order (one after a failed one it depends on fails with it, unrun);
+    then the outputs that do not depend on a failed op are computed, the others
+    bound to its failure, and the failure raised. Where no op fails on its own (a
+    value that differs from run to run), ``exc`` is raised as it is."""
+    carried = [None] * len(cap.nodes)
+    found = False
+    for i, n in enumerate(cap.nodes):
+        for j in cap.inputs[i]:
+            if carried[j] is not None:
+                carried[i] = carried[j]
+                break
+        if carried[i] is None and n.op in _CHECKED_OPS and not n.is_leaf:
+            try:
+                _execute([n], isolate=False)
+            except IndexError as error:
+                carried[i] = FailedValue(error)
+                n.bind(carried[i])
+                found = True
+    if found:  # the failed op's own error: its note names the line that recorded it
+        raise _bind_failures(nodes, cap, carried).error(again=False) from None
+
+
+#: the ops whose index range is checked when they run (gather, scatter_add)
+_CHECKED_OPS = frozenset(op.id for op in ops.OPS if op.name in ops.CHECKED_NAMES)
+
+
+def _execute_watched(nodes: list, watcher, isolate):
     """:func:`_execute`, step for step, with each stage reported to ``watcher``
     (kept apart so the unwatched barrier stays as short as it is)."""
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
     level = debug.level()
-    event = watcher.barrier_started(name)  # finds the user's line and the cause
     cap = capture(nodes, be.salt)
+    if FailedValue.alive and _reads_failed(cap.values):
+        return _execute_around_failures(nodes, cap)
+    event = watcher.barrier_started(name)  # finds the user's line and the cause
     values = cap.values if be is _device_backend or _device_backend is None \
         else _host_values(cap.values)
     event.captured(cap.key, len(cap.nodes))
@@ -237,6 +366,8 @@ def _execute_watched(nodes: list, watcher):
                               debug.report_launch if level >= 2 else None)
     except IndexError as exc:
         _name_index_sites(exc, program)
+        if isolate:
+            _fail_apart(nodes, cap, exc)
         raise
     event.ran()
     metrics.graphs_executed += 1
@@ -355,16 +486,22 @@ def sync(*tensors):
         tensors = R.live_pending()
     seen = set()
     nodes = []
+    failed = None
     for t in tensors:
         if not isinstance(t, R.TensorBase):
             raise TypeError(f"lazyrt.sync: expected tensors, got {type(t).__name__}")
         n = t._node
-        if t.is_pending and id(n) not in seen:
-            seen.add(id(n))
-            nodes.append(n)
+        if t.is_pending:
+            if id(n) not in seen:
+                seen.add(id(n))
+                nodes.append(n)
+        elif FailedValue.alive and failed is None and type(n.value) is FailedValue:
+            failed = n.value  # named, so asked for: it raises (after the others run)
     _execute(nodes)
     if full or not R.any_live_pending():
         R.full_barrier_done()
+    if failed is not None:
+        raise failed.error()
 
 
 mark_step = sync
@@ -403,9 +540,11 @@ def _cut():
         sync(*pending)
     except Exception as exc:
         if hasattr(exc, "add_note"):  # Python 3.11+
+            after = "the tensors computed from the failed op hold its error, the others " \
+                "are computed" if isinstance(exc, IndexError) else "the tensors stay pending"
             exc.add_note(f"lazyrt: raised by the automatic graph cut, which computes every "
                          f"pending tensor once {limit} ops are recorded without a barrier "
-                         f"(lr.set_max_graph_nodes); the tensors stay pending")
+                         f"(lr.set_max_graph_nodes); {after}")
         raise
 
 

@@ -182,15 +182,27 @@ def sync(*values):
     check that holds, naming the user's line that recorded it."""
     checks = _deferred[:]
     del _deferred[:]  # taken before the run: a check that holds is raised once
-    if values:
-        runtime.sync(*values, *(flag for flag, _, _ in checks))
-    else:
-        runtime.sync()
+    try:
+        if values:
+            runtime.sync(*values, *(flag for flag, _, _ in checks))
+        else:
+            runtime.sync()
+    except BaseException:
+        # the run failed (an index out of range): what depends on the failed op holds
+        # its error, the rest was computed; a check not yet raised waits for the next
+        _deferred[:0] = [c for c in checks if c[0].is_pending or _holds(c[0])]
+        raise
     for flag, message, (code, offset) in checks:
-        if flag.numpy().item():
+        if _holds(flag):
             where = source_line(code, offset) or "<unknown>"
             raise RuntimeError(f"{message} (lazyrt.torch: raised at this barrier, for the "
                                f"op recorded at {where})")
+
+
+def _holds(flag) -> bool:
+    """Whether a computed check's flag is true; one computed from an op that failed
+    (its division reads a failed gather, say) holds that op's error, not its own."""
+    return type(flag._node.value) is not runtime.FailedValue and bool(flag.numpy().item())
 
 
 def compute(value) -> np.ndarray:
