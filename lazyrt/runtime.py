@@ -181,9 +181,10 @@ def _execute(nodes: list, isolate=True):
             results = program.run(values, debug.report_launch)
         else:
             results = program.run(values)
-    except IndexError as exc:
-        _name_index_sites(exc, program)
-        if isolate:
+    except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
+        if isinstance(exc, IndexError):
+            _name_index_sites(exc, program)
+        if isolate and _index_out_of_range(exc):
             _fail_apart(nodes, cap, exc)
         raise
     t2 = perf_counter()
@@ -241,7 +242,10 @@ class FailedValue:
 
     def error(self, again=True) -> BaseException:
         """A fresh copy of the error, noted as raised again unless ``again`` is false."""
-        exc = self.kind(*self.args)
+        try:
+            exc = self.kind(*self.args)
+        except Exception:  # noqa: BLE001  a device runtime's error type built otherwise
+            exc = IndexError(*self.args)
         if hasattr(exc, "add_note"):  # Python 3.11+
             for note in self.notes:
                 exc.add_note(note)
@@ -323,7 +327,9 @@ def _fail_apart(nodes: list, cap, exc):
         if carried[i] is None and n.op in _CHECKED_OPS and not n.is_leaf:
             try:
                 _execute([n], isolate=False)
-            except IndexError as error:
+            except Exception as error:  # noqa: BLE001
+                if not _index_out_of_range(error):
+                    raise
                 carried[i] = FailedValue(error)
                 n.bind(carried[i])
                 found = True
@@ -333,6 +339,14 @@ def _fail_apart(nodes: list, cap, exc):
 
 #: the ops whose index range is checked when they run (gather, scatter_add)
 _CHECKED_OPS = frozenset(op.id for op in ops.OPS if op.name in ops.CHECKED_NAMES)
+_CHECKED_MESSAGES = tuple(f"{name}: " for name in ops.CHECKED_NAMES.values())
+
+
+def _index_out_of_range(exc) -> bool:
+    """Whether ``exc`` is a range check's error: its IndexError, or (on ``jax``, whose
+    check runs in a host callback) the device runtime's error that carries it."""
+    text = str(exc)
+    return "out of range" in text and any(m in text for m in _CHECKED_MESSAGES)
 
 
 def _execute_watched(nodes: list, watcher, isolate):
@@ -364,9 +378,10 @@ def _execute_watched(nodes: list, watcher, isolate):
     try:
         results = watcher.run(event, program, values,
                               debug.report_launch if level >= 2 else None)
-    except IndexError as exc:
-        _name_index_sites(exc, program)
-        if isolate:
+    except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
+        if isinstance(exc, IndexError):
+            _name_index_sites(exc, program)
+        if isolate and _index_out_of_range(exc):
             _fail_apart(nodes, cap, exc)
         raise
     event.ran()

@@ -16,10 +16,9 @@ from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(autouse=True)
-def no_async_backend(request):
+def no_jax(request):
     if "backend" in request.fixturenames and request.getfixturevalue("backend") == "jax":
-        pytest.skip("jax raises from inside XLA at the host read, after the barrier: "
-                    "the failed value is then the device array itself")
+        pytest.skip("jax words the error its own way: test_the_jax_backend_... below")
 
 
 def _program():
@@ -110,6 +109,26 @@ def test_failed_values_are_freed_with_their_tensors(backend):
     del bad, after
     gc.collect()
     assert runtime.FailedValue.alive == alive
+
+
+def test_the_jax_backend_keeps_the_error_with_the_failed_op(caplog):
+    """jax checks indices in a host callback: XLA's runtime error carries the message,
+    raised at the barrier on the CPU (on a device, at the host read: the failed value
+    is then the device array, which raises at every read by itself)."""
+    if "jax" not in lr.available_backends():
+        pytest.skip("jax backend unavailable")
+    with lr.backend("jax"):
+        x, bad, after, good = _program()
+        with pytest.raises(Exception, match="scatter_add: an index is out of range"):
+            after.numpy()
+        lr.sync()
+        lr.sync()
+        assert good.numpy().shape == (2, 2)
+        for read in (bad.numpy, after.numpy, lambda: (bad.sum() + 1).numpy()):
+            with pytest.raises(Exception, match="scatter_add: an index is out of range"):
+                read()
+        lr.sync()
+    caplog.clear()  # jax logs the callback's error with its traceback (frames: tensors)
 
 
 def test_a_failed_scatter_does_not_fail_later_steps_of_lazyrt_torch(torch_backend):
