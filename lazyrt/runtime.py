@@ -355,10 +355,10 @@ def _execute_watched(nodes: list, watcher, isolate):
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
     level = debug.level()
+    event = watcher.barrier_started(name)  # finds the user's line and the cause
     cap = capture(nodes, be.salt)
     if FailedValue.alive and _reads_failed(cap.values):
-        return _execute_around_failures(nodes, cap)
-    event = watcher.barrier_started(name)  # finds the user's line and the cause
+        return _execute_around_failures(nodes, cap)  # not a run: the event is dropped
     values = cap.values if be is _device_backend or _device_backend is None \
         else _host_values(cap.values)
     event.captured(cap.key, len(cap.nodes))
