@@ -94,6 +94,14 @@ def test_torch_save_of_lazy_tensors_writes_plain_cpu_tensors(torch_backend, tmp_
         torch.testing.assert_close(v, w, rtol=1e-12, atol=1e-15)
 
 
+def test_torch_load_onto_the_lazy_device_says_how_to_get_there(tmp_path):
+    path = tmp_path / "t.pt"
+    torch.save({"w": torch.ones(2).to("lazy")}, path)
+    with pytest.raises(RuntimeError, match=r"load it on the CPU, then move it"):
+        torch.load(path, map_location="lazy")
+    assert_same(torch.load(path, map_location="cpu")["w"], torch.ones(2))
+
+
 def test_pickling_a_lazy_tensor_keeps_requires_grad_and_copy_copy_stays_lazy(torch_backend):
     w = torch.arange(3.0).to("lazy").requires_grad_()
     buf = io.BytesIO()

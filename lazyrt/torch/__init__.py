@@ -126,6 +126,19 @@ _SHALLOW_COPY = copy.copy.__code__
 torch.Tensor.__reduce_ex__ = _reduce_ex
 
 
+def _restore_on_lazy(storage, location):
+    # torch.load(map_location="lazy") asks for storages on the lazy device, which has none
+    if location == "lazy":
+        raise RuntimeError("lazyrt.torch: torch.load cannot place a checkpoint on the lazy "
+                           "device (it has no storages): load it on the CPU, then move it "
+                           "with lt.lazy(tensor) or .to('lazy'), or load_state_dict it into "
+                           "a lazy model")
+    return None
+
+
+torch.serialization.register_package(30, lambda storage: None, _restore_on_lazy)
+
+
 def mark_step():
     """The step barrier: compute every pending lazy tensor in one graph."""
     _sync()
