@@ -165,3 +165,32 @@ def test_a_division_check_is_kept_when_its_barrier_fails_otherwise(torch_backend
     assert_same(q, torch.zeros(4, dtype=torch.int64))
     with pytest.raises(IndexError):
         bad.cpu()
+
+
+def test_an_automatic_graph_cut_that_meets_a_failed_op_keeps_recording(backend):
+    """A cut (the pending graph grew past the limit) that runs a bad op raises once,
+    from the op that recorded past the limit; the loop's other tensors are computed
+    and the next cuts run as usual."""
+    default = lr.runtime._max_graph_nodes
+    lr.set_max_graph_nodes(20)
+    try:
+        x = lr.asarray(np.arange(6.0).reshape(3, 2))
+        bad = lr.scatter_add(x, lr.asarray([[3, 0]]), lr.ones((1, 2)))
+        acc = x
+        raised = 0
+        for _ in range(60):
+            try:
+                acc = acc * 1.0 + 1.0
+            except IndexError as exc:
+                raised += 1
+                if sys.version_info >= (3, 11):
+                    assert any("automatic graph cut" in n for n in exc.__notes__)
+        assert raised == 1
+        assert not bad.is_pending
+        lr.sync()
+        # the statement the cut interrupted is lost, as with any error
+        np.testing.assert_array_equal(acc.numpy(), np.arange(6.0).reshape(3, 2) + 59)
+        _raises(bad.numpy, again=True)
+    finally:
+        lr.sync()
+        lr.set_max_graph_nodes(default)
