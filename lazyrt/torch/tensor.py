@@ -170,10 +170,12 @@ def count_materialization():
 _deferred: list = []
 
 
-def defer_error(flag, message: str):
-    """Raise ``RuntimeError(message)`` at the next barrier of ``lazyrt.torch`` if
-    ``flag`` (a 0-d lazyrt bool, computed with that barrier's values) is true."""
-    _deferred.append((flag, message, site(user_frame())))
+def defer_error(flag, message, error=RuntimeError):
+    """Raise ``error(message)`` at the next barrier of ``lazyrt.torch`` if ``flag``
+    (a 0-d lazyrt tensor, computed with that barrier's values) is true; ``message``
+    may instead be a function of ``flag``'s value giving the message, or None for
+    no error (an index check reports the bad index it computed)."""
+    _deferred.append((flag, message, error, site(user_frame())))
 
 
 def sync(*values):
@@ -183,14 +185,16 @@ def sync(*values):
     checks = _deferred[:]
     del _deferred[:]  # taken before the run: a check that holds is raised once
     if values:
-        runtime.sync(*values, *(flag for flag, _, _ in checks))
+        runtime.sync(*values, *(check[0] for check in checks))
     else:
         runtime.sync()
-    for flag, message, (code, offset) in checks:
-        if flag.numpy().item():
+    for flag, message, error, (code, offset) in checks:
+        found = flag.numpy().item()
+        text = message(found) if callable(message) else (message if found else None)
+        if text is not None:
             where = source_line(code, offset) or "<unknown>"
-            raise RuntimeError(f"{message} (lazyrt.torch: raised at this barrier, for the "
-                               f"op recorded at {where})")
+            raise error(f"{text} (lazyrt.torch: raised at this barrier, for the op recorded "
+                        f"at {where})")
 
 
 def compute(value) -> np.ndarray:
