@@ -308,7 +308,7 @@ def _index_add(a, dim, index, source, *, alpha=1):
     x, idx = value(a), _index_tensor(index)
     v = source.value if type(source) is LazyTensor else None
     if v is None or x.ndim == 0 or idx.ndim > 1 or index.dtype not in _INTEGER_INDEX or \
-            v._node.dtype != x._node.dtype or x._node.dtype == D.BOOL:
+            v._node.dtype != x._node.dtype or (x._node.dtype == D.BOOL and alpha != 1):
         return NotImplemented  # eager's error (or its 0-d form) from the fallback
     axis = dim % x.ndim
     want = tuple(x.shape[:axis]) + (idx.size,) + tuple(x.shape[axis + 1:])
