@@ -112,6 +112,40 @@ def test_index_put_forms(torch_backend):
     _no_fallback()
 
 
+def test_a_mask_the_graph_computes_is_computed_alone(torch_backend):
+    """``x[mask]`` has as many rows as the mask has True: the mask alone is
+    computed (a barrier counted at this line), ``x`` stays lazy and is gathered;
+    ``x[mask] = rows`` with one row per True likewise."""
+    x = torch.randn(5, 3, dtype=torch.float64)
+    lr.metrics.reset()
+    lx = x.to("lazy") * 2
+    got = lx[lx[:, 0] > 0]
+    assert lr.metrics.snapshot()["materializations"] == 1
+    _no_fallback()
+    assert_same(got, (x * 2)[(x * 2)[:, 0] > 0])
+    a, b = x.clone(), x.to("lazy") + 0
+    rows = torch.arange(3.0, dtype=torch.float64).expand(int((x[:, 1] > 0).sum()), 3)
+    a[a[:, 1] > 0] = rows
+    b[b[:, 1] > 0] = rows.to("lazy")
+    assert_same(b, a)
+    _no_fallback()
+
+
+def test_a_computed_index_written_without_accumulate_falls_back_cleanly(torch_backend):
+    """Which of repeated writes wins is eager's loop: the counted fallback runs it,
+    and no check of that index is left behind to raise at a later barrier."""
+    x = torch.zeros(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PerformanceWarning)
+        lx = x.to("lazy")
+        with pytest.raises(IndexError):                 # 6 is out of range: eager's error
+            lx[torch.tensor([1, 7]).to("lazy") - 1] = 1.0
+        lx[torch.tensor([1, 3, 1]).to("lazy") - 1] = 2.0
+    assert lx.tolist() == [2.0, 0.0, 2.0, 0.0]
+    lt.mark_step()
+    assert (x.to("lazy") + 1).tolist() == [1.0] * 4
+
+
 def test_index_put_accumulate_at_a_later_dim(torch_backend):
     x = torch.randn(3, 5, dtype=torch.float64)
     idx = torch.tensor([4, -1, 0, 4])
@@ -153,12 +187,33 @@ RULES = {
                                                       accumulate=True),
                              [0], [-1, -3], [3], [-4], IndexError),
     "embedding": (lambda x, i: F.embedding(i, x), [2, 0], None, [3], [-1], IndexError),
+    "take": (lambda x, i: torch.take(x, i), [11, 0], [-12, -1], [12], [-13], IndexError),
+    "index_fill": (lambda x, i: x.index_fill(1, i, -1.0), [0, 3], [-1], [4], [-5], IndexError),
+}
+KNOWN_ONLY = {  # a computed index goes to the fallback (which write wins is eager's loop)
+    "index_copy": (lambda x, i: x.index_copy(0, i, torch.ones(i.numel(), 4, dtype=x.dtype,
+                                                               device=x.device)),
+                   [2, 0], None, [3], [-1], IndexError),
 }
 
 
 def _lazy_index(values, computed):
     i = torch.tensor(values)
     return (i + 1).to("lazy") - 1 if computed else i.to("lazy")
+
+
+@pytest.mark.parametrize("op", list(KNOWN_ONLY))
+def test_index_copy_keeps_eagers_range_rule(torch_backend, op):
+    call, good, _, big, small, error = KNOWN_ONLY[op]
+    x = _x()
+    lr.metrics.reset()
+    assert_same(call(x.to("lazy"), _lazy_index(good, False)), call(x, torch.tensor(good)))
+    _no_fallback()
+    for bad in (big, small):
+        with pytest.raises(error):
+            call(x, torch.tensor(bad))
+        with pytest.raises(error, match=rf"{op}\(\): index {bad[0]} is out of bounds"):
+            call(x.to("lazy"), _lazy_index(bad, False))
 
 
 @pytest.mark.parametrize("op", list(RULES))

@@ -34,7 +34,9 @@ from ..api import reductions as RD
 from ..api import sorting as SO
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
 from .operands import value
-from .tensor import LazyTensor, code_of, defer_error, from_cpu, number_of, runtime_scalar
+from ..errors import ShapeError
+from .tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
+                     number_of, runtime_scalar)
 
 aten = torch.ops.aten
 
@@ -106,28 +108,35 @@ def _index_tensor(t):
 _INTEGER_INDEX = (torch.int64, torch.int32)
 
 
-def _one_index(x, indices, op):
-    """``(d, k, idx)`` for ``x[indices]`` with one index tensor (``None`` for the
-    dims before it, as torch passes ``x[:, idx]`` and ``x[..., idx]``): ``d`` its
-    first dim, ``k`` the dims it spans and ``idx`` integer positions along those
-    dims merged into one, range-checked as eager (negative ones wrap). A boolean
-    mask must be known on the host (its positions make the shape). None for
-    other forms (several tensors, a mask the graph computes, other dtypes)."""
+def _one_index(x, indices):
+    """``(d, k, idx, check)`` for ``x[indices]`` with one index tensor (``None`` for
+    the dims before it, as torch passes ``x[:, idx]`` and ``x[..., idx]``): ``d``
+    its first dim, ``k`` the dims it spans, ``idx`` integer positions along those
+    dims merged into one, and ``check(op)`` that returns ``idx`` range-checked as
+    eager checks it (negative indices wrap), to call once the caller is sure to
+    record. A boolean mask becomes its positions on the host: computed first (a
+    barrier, counted at the user's line: the result's shape depends on it) when
+    the graph computes it. None for other forms (several tensors, other dtypes)."""
     at = [k for k, t in enumerate(indices) if t is not None]
     if len(at) != 1 or not isinstance(indices[at[0]], torch.Tensor):
         return None
     d, t = at[0], indices[at[0]]
     if t.dtype in (torch.bool, torch.uint8):
-        mask = host_array(_index_tensor(t))
         k = t.dim()
-        if mask is None or d + k > x.ndim or tuple(mask.shape) != tuple(x.shape[d:d + k]):
-            return None  # (a mask of the wrong shape: eager's error, from the fallback)
-        return d, k, from_cpu(torch.from_numpy(np.flatnonzero(mask)))
+        if d + k > x.ndim or tuple(t.shape) != tuple(x.shape[d:d + k]):
+            return None  # eager's error, from the fallback
+        mask = _index_tensor(t)
+        known = host_array(mask)
+        if known is None:
+            count_materialization()
+            known = compute(mask)
+        idx = from_cpu(torch.from_numpy(np.flatnonzero(known)))
+        return d, k, idx, lambda op: idx
     if t.dtype not in _INTEGER_INDEX or d >= x.ndim:
         return None
-    idx = checked_index(_index_tensor(t), x.shape[d], op=op, dim=d, shape=x.shape,
-                        negative=True, error=IndexError)
-    return d, 1, idx
+    idx = _index_tensor(t)
+    return d, 1, idx, lambda op: checked_index(idx, x.shape[d], op=op, dim=d, shape=x.shape,
+                                               negative=True, error=IndexError)
 
 
 def _merged(x, d, k):
@@ -138,17 +147,30 @@ def _merged(x, d, k):
 
 def _index(a, indices):
     """``x[..., idx, ...]`` with one index tensor at any dim: a gather along it
-    (``x[:, [-1]]``, ``x[..., [0, 2]]``, ``x[idx]``, an embedding's lookup); the
-    result has ``idx``'s shape in place of the dims it indexes."""
+    (``x[:, [-1]]``, ``x[..., [0, 2]]``, ``x[idx]``); the result has ``idx``'s
+    shape in place of the dims it indexes."""
     x = value(a)
-    found = _one_index(x, indices, "index")
+    found = _one_index(x, indices)
     if found is None:
         return NotImplemented
-    d, k, idx = found
+    d, k, idx, check = found
+    idx = check("index")
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
     picked = _take(_merged(x, d, k), flat, d, negative=True)
     shape = tuple(x.shape)
     return S.reshape(picked, shape[:d] + tuple(idx.shape) + shape[d + k:])
+
+
+def _take_flat(a, index):
+    """``torch.take``: ``x.flatten()[idx]``, negative indices wrapping."""
+    x, idx = value(a), _index_tensor(index)
+    if index.dtype != torch.int64:
+        return NotImplemented  # eager's dtype error, from the fallback
+    flat = S.reshape(x, (-1,))
+    idx = checked_index(idx, flat.shape[0], op="take", dim=0, shape=x.shape, negative=True,
+                        error=IndexError)
+    picked = _take(flat, S.reshape(idx, (-1,)), 0, negative=True)
+    return S.reshape(picked, tuple(idx.shape))
 
 
 def _gather(a, dim, index, *, sparse_grad=False):
@@ -223,11 +245,11 @@ def _picked(x, order, dim):
 def _index_put(a, indices, values, accumulate=False):
     """``x[..., idx, ...] = v`` (or ``+= v`` with ``accumulate``, what the backward
     of ``x[idx]`` records) with one index tensor at any dim. Accumulating: an
-    index-add. Not: a select between ``x`` and ``v`` read at each place's position
-    in ``idx`` (positions known on the host; of repeated indices the last wins, as
-    in eager's CPU loop), or for a boolean mask with a value that is the same for
-    every selected element (``x[x < t] = -inf``), ``where(mask, v, x)``, mask
-    computed or not."""
+    index-add. Not: for a boolean mask with a value that is the same for every
+    selected element (``x[x < t] = -inf``), ``where(mask, v, x)``, mask computed or
+    not; else a select between ``x`` and ``v`` read at each place's position in
+    ``idx``, for positions known on the host (of repeated indices the last wins,
+    as in eager's CPU loop); a computed integer index goes to the fallback."""
     x = value(a)
     v = values.value if type(values) is LazyTensor else from_cpu(values)
     if v._node.dtype != x._node.dtype or x.ndim == 0:
@@ -236,24 +258,32 @@ def _index_put(a, indices, values, accumulate=False):
         out = _masked_fill(x, indices, v)
         if out is not None:
             return out
-    found = _one_index(x, indices, "index_put")
+    found = _one_index(x, indices)
     if found is None:
         return NotImplemented
-    d, k, idx = found
+    d, k, idx, check = found
+    if not accumulate and host_array(idx) is None:
+        return NotImplemented  # which of repeated writes wins: the fallback's (eager's) loop
+    return _put(x, d, k, check("index_put"), v, accumulate)
+
+
+def _put(x, d, k, idx, v, accumulate):
+    """``x`` with ``v`` written (added) at the range-checked ``idx`` along dims
+    ``d .. d+k-1`` merged; ``idx`` known on the host unless ``accumulate``."""
     shape = tuple(x.shape)
     picked = shape[:d] + tuple(idx.shape) + shape[d + k:]
     try:
         v = V.broadcast_to(v, picked)
-    except Exception:  # noqa: BLE001  eager's shape error, from the fallback
-        return NotImplemented
+    except ShapeError as exc:
+        raise RuntimeError(f"lazyrt.torch: index_put(): shape mismatch: value tensor of "
+                           f"shape {tuple(v.shape)} cannot be broadcast to indexing result of "
+                           f"shape {picked}") from exc
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
     rows = S.reshape(v, shape[:d] + (flat.shape[0],) + shape[d + k:])
     base = _merged(x, d, k)
     if accumulate:
         return S.reshape(IX.index_add(base, flat, rows, axis=d), shape)
     positions = host_array(idx)
-    if positions is None:
-        return NotImplemented  # a computed index: which write wins is the fallback's
     n = base.shape[d]
     last = np.full(n, -1, np.int64)  # the last write to each place, as eager's loop
     last[positions.reshape(-1) % max(n, 1)] = np.arange(positions.size)
@@ -264,6 +294,62 @@ def _index_put(a, indices, values, accumulate=False):
         else base
     out = S.where(S.reshape(from_cpu(torch.from_numpy(hit)), tuple(along)), new, base)
     return S.reshape(out, shape)
+
+
+def _index_copy(a, dim, index, source):
+    """``x.index_copy(dim, index, source)`` for an index known on the host: eager
+    refuses a negative index here (``x[idx] = v``, its decomposition, wraps it)."""
+    x, idx = value(a), _index_tensor(index)
+    v = source.value if type(source) is LazyTensor else None
+    if v is None or idx.ndim > 1 or index.dtype != torch.int64 or \
+            v._node.dtype != x._node.dtype or host_array(idx) is None:
+        return NotImplemented  # eager's errors, a computed index: the fallback
+    if x.ndim == 0:  # a scalar as a 1-element axis
+        if v.ndim or idx.size != 1:
+            return NotImplemented
+        return S.reshape(_index_copy(LazyTensor(S.reshape(x, (1,))), 0, index,
+                                     LazyTensor(S.reshape(v, (1,)))), ())
+    axis = dim % x.ndim
+    want = tuple(x.shape[:axis]) + (idx.size,) + tuple(x.shape[axis + 1:])
+    if tuple(v.shape) != want:
+        return NotImplemented
+    idx = checked_index(S.reshape(idx, (-1,)), x.shape[axis], op="index_copy", dim=axis,
+                        shape=x.shape, negative=False, error=IndexError)
+    return _put(x, axis, 1, idx, v, False)
+
+
+def _index_fill(a, dim, index, fill):
+    """``x.index_fill(dim, index, value)``: the slices hit (counted by an index-add,
+    for an index the graph computes) take the value; negative indices wrap."""
+    x, idx = value(a), _index_tensor(index)
+    if x.ndim == 0:  # a scalar as a 1-element axis
+        out = _index_fill(LazyTensor(S.reshape(x, (1,))), 0, index, fill)
+        return out if out is NotImplemented else S.reshape(out, ())
+    if index.dtype != torch.int64 or idx.ndim > 1 or \
+            (isinstance(fill, torch.Tensor) and (fill.dim() or type(fill) is not LazyTensor
+                                                 and fill.device.type != "cpu")):
+        return NotImplemented  # eager's errors and 0-d forms, from the fallback
+    axis = dim % x.ndim
+    n = x.shape[axis]
+    idx = checked_index(S.reshape(idx, (-1,)), n, op="index_fill", dim=axis, shape=x.shape,
+                        negative=True, error=IndexError)
+    code = x._node.dtype
+    if type(fill) is LazyTensor:
+        new = P.astype(fill.value, D.DTYPES[code])
+    else:
+        number = fill.item() if isinstance(fill, torch.Tensor) else fill
+        new = runtime_scalar(number_of(number, code), code)
+    known = host_array(idx)
+    if known is not None:
+        hit = np.zeros(n, bool)
+        hit[known % max(n, 1)] = True
+        hit = from_cpu(torch.from_numpy(hit))
+    else:
+        hit = IX.index_add(C.zeros((n,), D.int32), idx, C.ones((idx.shape[0],), D.int32),
+                           axis=0) > runtime_scalar(0, D.INT32)
+    along = [1] * x.ndim
+    along[axis] = n
+    return S.where(S.reshape(hit, tuple(along)), new, x)
 
 
 def _masked_fill(x, indices, v):
@@ -410,6 +496,9 @@ _register([aten.index_put.default], _index_put)
 _register([aten.index_select.default], _index_select)
 _register([aten.embedding_dense_backward.default], _embedding_backward)
 _register([aten.embedding.default], _embedding)
+_register([aten.take.default], _take_flat)
+_register([aten.index_copy.default], _index_copy)
+_register([aten.index_fill.int_Scalar, aten.index_fill.int_Tensor], _index_fill)
 _register([aten.index_add.default], _index_add)
 KEEP_DECOMPOSITION.add(aten.embedding_dense_backward.default)
 _register([aten.flip.default], _flip)
