@@ -1,19 +1,28 @@
-"""Lowerings that pick, scatter, reorder or repeat elements: ``index`` with one
-integer index tensor (what ``nn.Embedding`` and ``x[idx]`` record) through
-lazyrt's ``take``; ``gather``, ``scatter_add`` and ``index_put(accumulate=True)``
-(an embedding's backward) through ``take_along_axis``, ``scatter_add`` and
-``index_add``; ``scatter`` of one value, or of one element per row (what
-``F.one_hot`` records), through a ``scatter_add`` of hit counts (its kernel
-range-checks the indices) and a select; ``flip``, ``repeat``, ``sort``, ``topk``,
-``cumsum``/``cumprod``.
+"""Lowerings that pick, scatter, reorder or repeat elements.
+
+``index`` with one index tensor at any dim (``x[idx]``, ``x[:, [-1]]``,
+``x[..., idx]``; a boolean mask becomes its positions on the host, computed
+alone first when the graph computes it) and ``take``, ``index_select`` and
+``embedding`` are gathers (``take_along_axis``); ``gather`` too;
+``index_put(accumulate=True)`` (their backward), ``index_add``, ``scatter_add``
+and an embedding's backward are scatter-adds. ``index_put`` without
+``accumulate`` is ``where(mask, v, x)`` for a mask (computed or not) and a value
+the same for every selected element (``x[x < t] = -inf``), else a select for
+indices known on the host, as ``index_copy``; ``index_fill`` and ``scatter`` of
+one value, or of one element per row (``F.one_hot``), select the places hit.
+Also ``flip``, ``repeat``, ``sort``, ``topk``, ``cumsum``/``cumprod``.
+
+Every index keeps eager's range rule for its op (:func:`checked_index`):
+``index``, ``index_put``, ``take`` and ``index_fill`` wrap a negative index, the
+others refuse it; eager's error class, naming the torch op, at the call or at
+the barrier.
 
 Other forms return ``NotImplemented`` and go on to the next stage (a
-decomposition, or the counted fallback): ``index`` with a boolean mask (a
-data-dependent shape) or several index tensors, ``index_put`` without
-``accumulate`` (repeated indices would race), a ``scatter_add`` whose index
-covers only part of the other axes, a ``scatter`` of a tensor with more than one
-element per row along its axis (which of two writes to one place wins is
-unspecified in eager too, and lazyrt keeps no order).
+decomposition, or the counted fallback): several index tensors, ``index_put``
+without ``accumulate`` of an index the graph computes (which of repeated writes
+wins is eager's loop), a ``scatter_add`` whose index covers only part of the
+other axes, a ``scatter`` of a tensor with more than one element per row along
+its axis (which of two writes to one place wins is unspecified in eager too).
 """
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ from ..api import pointwise as P
 from ..api import random as Rn
 from ..api import sorting as SO
 from .operands import operand
-from .tensor import LazyTensor, code_of, defer_error, from_cpu, to_torch_cpu
+from .tensor import (LazyTensor, code_of, count_materialization, defer_error, from_cpu,
+                     to_torch_cpu)
 
 __all__ = ["eager_random", "eager_random_enabled", "RANDOM"]
 
@@ -279,7 +280,7 @@ def _multinomial(probs, num_samples, replacement=False, *, generator=None):
     if probs.dim() not in (1, 2):
         raise RuntimeError(f"prob_dist must be 1 or 2 dim, got {probs.dim()} "
                            f"(lazyrt.torch: multinomial of shape {tuple(probs.shape)})")
-    if not _floating(probs.dtype):
+    if not probs.dtype.is_floating_point:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{probs.dtype}")
     n = probs.shape[-1]
@@ -288,7 +289,8 @@ def _multinomial(probs, num_samples, replacement=False, *, generator=None):
     if not replacement and num_samples > n:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            f"replacement (n_sample {num_samples}, {n} categories)")
-    if _eager[0] or n == 0 or probs.numel() == 0:
+    if _eager[0] or n == 0 or probs.numel() == 0:  # eager's draw (or its error) on the CPU
+        count_materialization()
         cpu = torch.multinomial(to_torch_cpu(probs.value), num_samples, replacement,
                                 generator=generator)
         return LazyTensor(from_cpu(cpu))
