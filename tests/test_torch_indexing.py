@@ -70,6 +70,10 @@ def test_nanogpt_last_position_and_int32_index(torch_backend):
     i32 = torch.tensor([[2, -1], [0, 0]], dtype=torch.int32)
     assert_same(x.to("lazy")[:, i32], x[:, i32])
     assert_same(x.to("lazy")[torch.tensor(1)], x[torch.tensor(1)])   # a 0-d index drops the dim
+    for other in (torch.arange(24).reshape(2, 3, 4), torch.arange(24).reshape(2, 3, 4) % 3 == 0):
+        assert_same(other.to("lazy")[:, :, [3, -4, 1]], other[:, :, [3, -4, 1]])
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        x.to("lazy")[:, [0, 1]] = torch.ones(4, dtype=torch.float64).to("lazy")
     _no_fallback()
 
 

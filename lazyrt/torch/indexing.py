@@ -43,7 +43,6 @@ from ..api import reductions as RD
 from ..api import sorting as SO
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
 from .operands import value
-from ..errors import ShapeError
 from .tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
                      number_of, runtime_scalar)
 
@@ -273,20 +272,23 @@ def _index_put(a, indices, values, accumulate=False):
     d, k, idx, check = found
     if not accumulate and host_array(idx) is None:
         return NotImplemented  # which of repeated writes wins: the fallback's (eager's) loop
+    shape = tuple(x.shape)
+    picked = shape[:d] + tuple(idx.shape) + shape[d + k:]
+    if v.ndim > len(picked) or any(a not in (1, b) for a, b in zip(v.shape[::-1],
+                                                                   picked[::-1])):
+        # before the index's check is recorded: nothing is left to raise later
+        raise RuntimeError(f"lazyrt.torch: index_put(): shape mismatch: value tensor of "
+                           f"shape {tuple(v.shape)} cannot be broadcast to indexing result of "
+                           f"shape {picked}")
     return _put(x, d, k, check("index_put"), v, accumulate)
 
 
 def _put(x, d, k, idx, v, accumulate):
-    """``x`` with ``v`` written (added) at the range-checked ``idx`` along dims
-    ``d .. d+k-1`` merged; ``idx`` known on the host unless ``accumulate``."""
+    """``x`` with ``v`` (which broadcasts to the indexed shape) written (added) at
+    the range-checked ``idx`` along dims ``d .. d+k-1`` merged; ``idx`` known on
+    the host unless ``accumulate``."""
     shape = tuple(x.shape)
-    picked = shape[:d] + tuple(idx.shape) + shape[d + k:]
-    try:
-        v = V.broadcast_to(v, picked)
-    except ShapeError as exc:
-        raise RuntimeError(f"lazyrt.torch: index_put(): shape mismatch: value tensor of "
-                           f"shape {tuple(v.shape)} cannot be broadcast to indexing result of "
-                           f"shape {picked}") from exc
+    v = V.broadcast_to(v, shape[:d] + tuple(idx.shape) + shape[d + k:])
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
     rows = S.reshape(v, shape[:d] + (flat.shape[0],) + shape[d + k:])
     base = _merged(x, d, k)
