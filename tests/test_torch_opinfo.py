@@ -28,7 +28,8 @@ NOT_NATIVE: set = set()
 #: lowerings that take some forms and leave the rest to the counted fallback
 #: (their lowerings say which: indexing.py, fmod of floats): their samples must match
 #: eager either way
-PARTIAL = {"gather", "scatter_add", "scatter", "index_put", "fmod"}
+PARTIAL = {"gather", "scatter_add", "scatter", "index_put", "fmod", "index_add", "index",
+           "embedding", "nn.functional.embedding", "index_copy", "index_fill", "take"}
 
 
 def _lowered_names():

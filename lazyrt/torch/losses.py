@@ -7,21 +7,21 @@ materialized, (N, C) written and read once more). The backward is the same mask,
 scaled. ``weight``, ``ignore_index`` and the three reductions are eager torch's
 (mean divides by the total weight of the counted targets).
 
-The targets reach the mask through a gather from ``arange(C)``, which checks
-them: a target outside [0, C) that is not ``ignore_index`` raises IndexError
-when the loss is computed, as eager's "Target 5 is out of bounds" does, where a
-bare mask would pick nothing and silently count the row as a zero loss. The
-gather is per row and fuses into the loss's kernels.
+A target outside [0, C) that is not ``ignore_index`` raises eager's IndexError
+("Target 5 is out of bounds"), where a bare mask would pick nothing and silently
+count the row as a zero loss: at the call when the targets are known then, at
+the barrier that computes them otherwise (``indexing.checked_index``).
 """
 from __future__ import annotations
 
 import torch
 
 from .. import _recorder_shapes as S
+from .. import dtypes as D
 from ..api import creation as C
-from ..api import indexing as IX
 from ..api import pointwise as P
 from ..api import views as V
+from .indexing import checked_index, host_array
 from .lowerings import LOWERINGS
 from .operands import value
 from .tensor import runtime_scalar
@@ -34,16 +34,28 @@ def _parts(self, target, weight, ignore_index):
     """Rows (N, C) of ``self``, the one-hot mask of the targets and each row's weight
     (0 where the target is ``ignore_index``)."""
     x, t = value(self), value(target)
+    known = host_array(t)
+    if known is not None:
+        known = known.reshape(-1)
     if x.ndim == 1:
         x, t = V.unsqueeze(x, 0), V.unsqueeze(t, 0)
     n_class = x.shape[1]
     t = P.astype(t, "int64")
     ignored = t == ignore_index
     classes = C.arange(n_class)
-    # each row's class, checked against [0, C) by the gather; -1 (no class) if ignored
-    picked = IX.take_along_axis(classes, S.where(ignored, runtime_scalar(0, t._node.dtype), t),
-                                axis=0, negative_indices=False)
-    picked = S.where(ignored, runtime_scalar(-1, t._node.dtype), picked)
+    # each row's class, checked against [0, C); -1 (no class) if ignored
+    if known is not None:
+        counted = known[known != ignore_index]
+        bad = counted[(counted < 0) | (counted >= n_class)]
+        if bad.size:
+            raise IndexError(f"lazyrt.torch: nll_loss(): Target {bad[0]} is out of bounds "
+                             f"(input of shape {tuple(value(self).shape)}, {n_class} classes)")
+        picked = t
+    else:
+        picked = checked_index(S.where(ignored, runtime_scalar(0, D.INT64), t), n_class,
+                               op="nll_loss", dim=1, shape=x.shape, negative=False,
+                               error=IndexError, words=lambda b: f"Target {b} is out of bounds")
+    picked = S.where(ignored, runtime_scalar(-1, D.INT64), picked)
     onehot = classes == V.unsqueeze(picked, -1)
     code = x._node.dtype
     zero = runtime_scalar(0, code)

@@ -24,15 +24,19 @@ from __future__ import annotations
 import contextlib
 import os
 
+import numpy as np
 import torch
 
 from .. import _recorder as R
+from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..api import creation as C
 from ..api import pointwise as P
 from ..api import random as Rn
+from ..api import sorting as SO
 from .operands import operand
-from .tensor import LazyTensor, code_of, from_cpu, to_torch_cpu
+from .tensor import (LazyTensor, code_of, count_materialization, defer_error, from_cpu,
+                     to_torch_cpu)
 
 __all__ = ["eager_random", "eager_random_enabled", "RANDOM"]
 
@@ -259,6 +263,77 @@ def _native_dropout(x, p, train):
     return _philox_dropout(x, float(p))
 
 
+_MULTINOMIAL_ERRORS = {
+    1: "probability tensor contains either `inf`, `nan` or element < 0",
+    2: "invalid multinomial distribution (sum of probabilities <= 0)"}
+
+
+def _multinomial(probs, num_samples, replacement=False, *, generator=None):
+    """``torch.multinomial``: each draw is the category whose exponential clock
+    ``Exp(1) / p`` rings first (an argmin per draw: a fused reduction), which picks
+    category j with probability p_j / sum(p); without replacement, the first
+    ``num_samples`` clocks of one race in order, which is the law of drawing them
+    one by one (eager's own method: a zero-probability category never rings, and
+    comes after the others, in index order, when more are asked for than have
+    a chance). Eager's checks of the probabilities (finite, >= 0, a positive
+    sum) raise at the call when they are known, at the barrier otherwise."""
+    if probs.dim() not in (1, 2):
+        raise RuntimeError(f"prob_dist must be 1 or 2 dim, got {probs.dim()} "
+                           f"(lazyrt.torch: multinomial of shape {tuple(probs.shape)})")
+    if not probs.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{probs.dtype}")
+    n = probs.shape[-1]
+    if num_samples <= 0:
+        raise RuntimeError(f"cannot sample n_sample <= 0 samples (got {num_samples})")
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           f"replacement (n_sample {num_samples}, {n} categories)")
+    if _eager[0] or n == 0 or probs.numel() == 0:  # eager's draw (or its error) on the CPU
+        count_materialization()
+        cpu = torch.multinomial(to_torch_cpu(probs.value), num_samples, replacement,
+                                generator=generator)
+        return LazyTensor(from_cpu(cpu))
+    code = D.FLOAT64 if probs.dtype == torch.float64 else D.FLOAT32
+    p = _cast(probs.value, code)
+    rows = p.shape[0] if p.ndim == 2 else 1
+    p = S.reshape(p, (rows, n)) if p.ndim == 1 else p
+    _check_distribution(p)
+    zero, inf = operand(0, code), operand(float("inf"), code)
+    draws = num_samples if replacement else 1
+    u = Rn.uniform((rows, draws, n), seed=_seed(generator), dtype=D.DTYPES[code])
+    pr = S.reshape(p, (rows, 1, n))
+    clock = P.where(pr > zero, -P.log1p(-u) / pr, inf)
+    if replacement or num_samples == 1:
+        out = S.reshape(S.argmin(clock, axis=-1), (rows, num_samples))
+    else:
+        order = SO.argsort(S.reshape(clock, (rows, n)), axis=-1, stable=True)
+        out = S.getitem(order, (slice(None), slice(0, num_samples)))
+    return LazyTensor(out if probs.dim() == 2 else S.reshape(out, (num_samples,)))
+
+
+def _check_distribution(p):
+    """Eager's two checks of multinomial's rows ``p``, in its order: at the call
+    when ``p`` is known (a data leaf, a computed tensor), else as one 0-d code the
+    barrier computes (0: valid, else a key of ``_MULTINOMIAL_ERRORS``)."""
+    known = p._node.value if isinstance(p._node.value, np.ndarray) else None
+    if known is not None:
+        bad = 1 if not (np.isfinite(known).all() and (known >= 0).all()) else \
+            2 if not (known.sum(axis=-1) > 0).all() else 0
+        if bad:
+            raise RuntimeError(_MULTINOMIAL_ERRORS[bad])
+        return
+    code = p._node.dtype
+    zero = operand(0, code)
+
+    def number(k):
+        return operand(k, D.INT64)
+    valid = S.all(P.logical_and(P.isfinite(p), p >= zero))
+    positive = S.all(S.sum(p, axis=-1) > zero)
+    found = S.where(valid, S.where(positive, number(0), number(2)), number(1))
+    defer_error(found, lambda c: _MULTINOMIAL_ERRORS.get(c))
+
+
 def _full_mask(x, keep: bool):
     return LazyTensor(C.full(tuple(x.shape), keep, D.DTYPES[D.BOOL]))
 
@@ -282,4 +357,5 @@ RANDOM = {
     aten.randint_like.Tensor_generator: _randint_like,
     aten.randint_like.low_dtype: _randint_like_low,
     aten.randint_like.low_generator_dtype: _randint_like_low,
+    aten.multinomial.default: _multinomial,
 }

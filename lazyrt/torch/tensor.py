@@ -170,10 +170,12 @@ def count_materialization():
 _deferred: list = []
 
 
-def defer_error(flag, message: str):
-    """Raise ``RuntimeError(message)`` at the next barrier of ``lazyrt.torch`` if
-    ``flag`` (a 0-d lazyrt bool, computed with that barrier's values) is true."""
-    _deferred.append((flag, message, site(user_frame())))
+def defer_error(flag, message, error=RuntimeError):
+    """Raise ``error(message)`` at the next barrier of ``lazyrt.torch`` if ``flag``
+    (a 0-d lazyrt tensor, computed with that barrier's values) is true; ``message``
+    may instead be a function of ``flag``'s value giving the message, or None for
+    no error (an index check reports the bad index it computed)."""
+    _deferred.append((flag, message, error, site(user_frame())))
 
 
 def sync(*values):
@@ -184,25 +186,32 @@ def sync(*values):
     del _deferred[:]  # taken before the run: a check that holds is raised once
     try:
         if values:
-            runtime.sync(*values, *(flag for flag, _, _ in checks))
+            runtime.sync(*values, *(check[0] for check in checks))
         else:
             runtime.sync()
     except BaseException:
         # the run failed (an index out of range): what depends on the failed op holds
         # its error, the rest was computed; a check not yet raised waits for the next
-        _deferred[:0] = [c for c in checks if c[0].is_pending or _holds(c[0])]
+        _deferred[:0] = [c for c in checks if c[0].is_pending or _failure_text(c) is not None]
         raise
-    for flag, message, (code, offset) in checks:
-        if _holds(flag):
+    for check in checks:
+        text = _failure_text(check)
+        if text is not None:
+            flag, message, error, (code, offset) = check
             where = source_line(code, offset) or "<unknown>"
-            raise RuntimeError(f"{message} (lazyrt.torch: raised at this barrier, for the "
-                               f"op recorded at {where})")
+            raise error(f"{text} (lazyrt.torch: raised at this barrier, for the op recorded "
+                        f"at {where})")
 
 
-def _holds(flag) -> bool:
-    """Whether a computed check's flag is true; one computed from an op that failed
-    (its division reads a failed gather, say) holds that op's error, not its own."""
-    return type(flag._node.value) is not runtime.FailedValue and bool(flag.numpy().item())
+def _failure_text(check):
+    """The message of a computed check that holds, else None; a check computed from an
+    op that failed (its division reads a failed gather, say) holds that op's error, not
+    its own."""
+    flag, message, _, _ = check
+    if type(flag._node.value) is runtime.FailedValue:
+        return None
+    found = flag.numpy().item()
+    return message(found) if callable(message) else (message if found else None)
 
 
 def compute(value) -> np.ndarray:
