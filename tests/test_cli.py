@@ -146,7 +146,8 @@ def test_explain_counts_barriers_by_cause_and_fallbacks(env):
     assert done.returncode == 0, done.stderr
     for cause, line in (("print", 19), ("bool()", 20), ("float()", 23)):
         assert re.search(rf"1  {re.escape(cause)}\s+views_and_fallback.py:{line}", out), out
-    assert re.search(r"1  getitem\[advanced\]\s+views_and_fallback.py:22", out), out
+    assert re.search(r"1  getitem\[advanced\]\s+views_and_fallback.py:22  \(run by NumPy\)",
+                     out), out
 
 
 # --- kernels and graph ------------------------------------------------------------------
