@@ -38,17 +38,21 @@ test: $(STAMP)
 	$(JAX_TESTS) $(PY) -m pytest -n auto -k jax $(addprefix --ignore=,$(TRITON_TESTS))
 	$(MAKE) --no-print-directory wheel-check
 
-# What a user installs: build the wheel, install it with only its dependencies into a
-# fresh virtual environment (torch from the same pins, none of the checkout's), and run
-# tests/wheel_smoke.py from a folder outside the checkout with nothing of it on the
-# path: the native API on the c backend, a lazyrt.torch training step, `lazyrt doctor`.
+# What a user installs: build the wheel from a copy of the checkout's files (no stale
+# build/ folder can fill in a package setup.py leaves out), install it with its own
+# dependencies and torch into a fresh virtual environment, and run tests/wheel_smoke.py
+# from a folder outside the checkout with nothing of it on the path: the native API on the
+# c backend, a lazyrt.torch training step, `lazyrt doctor`.
 WHEEL_CHECK_TMP ?= $(shell mktemp -d -t lazyrt-wheel-check.XXXXXX)
 
 wheel-check: $(STAMP)
 	@set -e; tmp="$(WHEEL_CHECK_TMP)"; trap 'rm -rf "$$tmp"' EXIT; \
-	echo "wheel-check: building the wheel, installing it into a fresh venv in $$tmp"; \
-	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w "$$tmp/dist" . >"$$tmp/build.log" 2>&1 \
-		|| { cat "$$tmp/build.log"; exit 1; }; \
+	echo "wheel-check: building the wheel and installing it into a fresh venv in $$tmp"; \
+	mkdir -p "$$tmp/src"; \
+	git ls-files -z --cached --others --exclude-standard \
+		| tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$$tmp/src"; \
+	(cd "$$tmp/src" && "$(abspath $(PY))" -m pip wheel -q --no-deps --no-build-isolation \
+		-w "$$tmp/dist" .) >"$$tmp/build.log" 2>&1 || { cat "$$tmp/build.log"; exit 1; }; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
 	"$$tmp/venv/bin/python" -m pip install -q --no-compile torch==2.13.0 "$$tmp"/dist/lazyrt-*.whl \
 		>"$$tmp/install.log" 2>&1 || { cat "$$tmp/install.log"; exit 1; }; \
