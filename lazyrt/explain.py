@@ -264,6 +264,10 @@ def diff_graphs(old, new) -> list[Difference]:
 
 # --- a whole run's answer ---------------------------------------------------------
 
+#: differences a recompile's line shows (an optimizer's first step can change dozens)
+MAX_SHOWN = 6
+
+
 @dataclass(frozen=True)
 class Recompile:
     """Why graph ``graph_no`` was compiled: what differs from ``previous_no``,
@@ -287,7 +291,10 @@ class Recompile:
             return f"{head}: {self.note}"
         if self.previous_no is None:
             return f"{head}: the first graph from this line"
-        whats = "; ".join(str(d) for d in self.differences) or "the graph key differs"
+        shown = self.differences[:MAX_SHOWN]
+        whats = "; ".join(str(d) for d in shown) or "the graph key differs"
+        if len(self.differences) > MAX_SHOWN:  # all of them stay in .differences
+            whats += f"; and {len(self.differences) - MAX_SHOWN} more"
         return f"{head}: differs from graph {self.previous_no}: {whats}"
 
 
