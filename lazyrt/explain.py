@@ -4,8 +4,9 @@
 input's shape or dtype, the op sequence, a baked constant, an op's
 attributes — with the user's source line where the difference entered:
 ``input 0 shape (8, 64) → (16, 64), from train.py:7``. :func:`barrier_origin`
-names the user's line and the cause (``.item()``, ``print``, ``bool()``,
-``lr.sync()``, a graph-size cut, a fallback) of a barrier.
+names the user's line (:mod:`lazyrt._frames`'s rule) and the cause (``.item()``,
+``.cpu()``, ``print``, ``bool()``, ``lr.sync()``, a graph-size cut, a fallback's
+op) of a barrier, through ``lazyrt.torch`` as through the native API.
 :class:`Explanation` is a whole run's answer, as the ``lazyrt explain``
 command prints it and ``lr.debug.watch()`` hands it to code.
 
