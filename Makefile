@@ -49,8 +49,11 @@ wheel-check: $(STAMP)
 	@set -e; tmp="$(WHEEL_CHECK_TMP)"; trap 'rm -rf "$$tmp"' EXIT; \
 	echo "wheel-check: building the wheel and installing it into a fresh venv in $$tmp"; \
 	mkdir -p "$$tmp/src"; \
-	git ls-files -z --cached --others --exclude-standard \
-		| tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$$tmp/src"; \
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z --cached --others --exclude-standard \
+			| tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	else tar --exclude=./.venv --exclude=./build --exclude=./dist --exclude='*.egg-info' \
+		--exclude='*.so' -cf - .; fi | tar -xf - -C "$$tmp/src"; \
 	(cd "$$tmp/src" && "$(abspath $(PY))" -m pip wheel -q --no-deps --no-build-isolation \
 		-w "$$tmp/dist" .) >"$$tmp/build.log" 2>&1 || { cat "$$tmp/build.log"; exit 1; }; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
