@@ -67,9 +67,22 @@ def barrier_origin(depth: int = 2) -> tuple:
             and entry.f_code.co_name in CAUSES:
         return site, CAUSES[entry.f_code.co_name]
     cause = _users_trigger(f) if f is not None else None
-    if cause is None:
-        cause = entry.f_code.co_name if entry is not None else "?"
-    return site, cause
+    if cause is None and entry is not None:
+        cause = _aten_cause(entry) or entry.f_code.co_name
+    return site, cause or "?"
+
+
+#: the aten op a barrier reached lazyrt.torch through -> the user's call that makes it
+_ATEN_CAUSES = {"_local_scalar_dense": ".item()", "_to_copy": ".cpu()"}
+
+
+def _aten_cause(entry):
+    """The cause from the aten op at ``lazyrt.torch``'s dispatch entry, where the
+    user's line cannot be read (no source; Python 3.10 has no column positions)."""
+    if entry.f_code.co_name != "__torch_dispatch__":
+        return None
+    op = str(entry.f_locals.get("func", "")).split(".")
+    return _ATEN_CAUSES.get(op[1]) if len(op) == 3 else None
 
 
 def _fallback_of(frame):

@@ -67,3 +67,20 @@ def test_explain_names_the_users_trigger_and_line_through_torch(tmp_path):
     # the warning of the fallback points at the same line
     assert "train.py:12: PerformanceWarning: lazyrt.torch: aten.special_zeta.default" \
         in done.stderr
+
+
+def test_without_the_users_source_the_cause_comes_from_the_aten_op():
+    """Code with no source to read (``exec`` of a string; on Python 3.10 every
+    line, which has no column positions) still names ``.item()`` and ``.cpu()``."""
+    import torch
+
+    import lazyrt as lr
+    import lazyrt.torch as lt
+    t = torch.ones(3).to("lazy")
+    ns = {"t": t}
+    code = compile("a = (t * 2).sum().item()\nb = (t + 1).cpu()\n", "<no source>", "exec")
+    with lr.debug.watch() as run:
+        exec(code, ns)
+    assert sorted((cause, site) for _, cause, site in run.explain().causes) == \
+        [(".cpu()", "<no source>:2"), (".item()", "<no source>:1")]
+    lt.mark_step()
