@@ -87,9 +87,9 @@ def is_lazyrt(filename: str) -> bool:
 
 
 def user_frame(frame=None):
-    """The innermost user's frame at or outside ``frame`` (default: the caller's
-    caller), or None when every frame is lazyrt's own."""
-    f = frame if frame is not None else sys._getframe(2)
+    """The innermost user's frame at or outside ``frame`` (default: the caller's),
+    or None when every frame is lazyrt's own."""
+    f = frame if frame is not None else sys._getframe(1)
     while f is not None and is_internal(f.f_code.co_filename):
         f = f.f_back
     return f
