@@ -55,16 +55,16 @@ def barrier_origin(depth: int = 2) -> tuple:
     (``.cpu()``, ``.item()``, ``bool()``, ``print`` of a lazy torch tensor), what
     the user's line did; a barrier a fallback forced names the op."""
     f = sys._getframe(depth)
-    entry = forced = None
+    entry = forced = None   # entry: the outermost of lazyrt's own frames (not torch's)
     while f is not None and is_internal(f.f_code.co_filename):
-        entry = f
+        if is_lazyrt(f.f_code.co_filename):
+            entry = f
         forced = forced or _fallback_of(f)
         f = f.f_back
     site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else None
     if forced:
         return site, forced
-    if entry is not None and is_lazyrt(entry.f_code.co_filename) \
-            and entry.f_code.co_name in CAUSES:
+    if entry is not None and entry.f_code.co_name in CAUSES:
         return site, CAUSES[entry.f_code.co_name]
     cause = _users_trigger(f) if f is not None else None
     if cause is None and entry is not None:

@@ -21,3 +21,26 @@ def test_fallbacks_say_who_ran_them():
     (title, rows), = [s for s in e.sections() if s[0].startswith("fallbacks")]
     assert rows[0].endswith("train.py:9  (run by torch, eagerly on the CPU)")
     assert rows[1].endswith("train.py:12  (run by NumPy)")
+
+
+def test_a_backend_switch_is_counted_as_one_at_the_with_line():
+    """The switch syncs through contextlib's frames: the cause is still lazyrt's
+    entry point (``lr.backend() switch``), not ``__enter__`` / ``__exit__``."""
+    import inspect
+
+    import numpy as np
+    import pytest
+
+    import lazyrt as lr
+    others = [b for b in ("numpy", "c") if b in lr.available_backends()
+              and b != lr.runtime.current_backend_name()]
+    if not others:
+        pytest.skip("one backend here: nothing to switch to")
+    x = lr.tensor(np.ones(3)) * 2
+    with lr.debug.watch() as run:
+        with lr.backend(others[0]):
+            y = x + 1
+        line = inspect.currentframe().f_lineno - 2
+    (y * 3).numpy()
+    causes = {(cause, site) for _, cause, site in run.explain().causes}
+    assert causes == {("lr.backend() switch", f"{__file__}:{line}")}
