@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lazyrt-installed
 
-.PHONY: run test bench clean
+.PHONY: run test wheel-check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,32 @@ test: $(STAMP)
 	$(PY) -m pytest -n auto --durations=25 $(addprefix --ignore=,$(TRITON_TESTS))
 	LAZYRT_TRITON_AOT_TARGET=cuda:90 $(PY) -m pytest -n auto $(TRITON_TESTS)
 	$(JAX_TESTS) $(PY) -m pytest -n auto -k jax $(addprefix --ignore=,$(TRITON_TESTS))
+	$(MAKE) --no-print-directory wheel-check
+
+# What a user installs: build the wheel from a copy of the checkout's files (no stale
+# build/ folder can fill in a package setup.py leaves out), install it with its own
+# dependencies and torch into a fresh virtual environment, and run tests/wheel_smoke.py
+# from a folder outside the checkout with nothing of it on the path: the native API on the
+# c backend, a lazyrt.torch training step, `lazyrt doctor`.
+WHEEL_CHECK_TMP ?= $(shell mktemp -d -t lazyrt-wheel-check.XXXXXX)
+
+wheel-check: $(STAMP)
+	@set -e; tmp="$(WHEEL_CHECK_TMP)"; trap 'rm -rf "$$tmp"' EXIT; \
+	echo "wheel-check: building the wheel and installing it into a fresh venv in $$tmp"; \
+	mkdir -p "$$tmp/src"; \
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z --cached --others --exclude-standard \
+			| tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	else tar --exclude=./.venv --exclude=./build --exclude=./dist --exclude='*.egg-info' \
+		--exclude='*.so' -cf - .; fi | tar -xf - -C "$$tmp/src"; \
+	(cd "$$tmp/src" && "$(abspath $(PY))" -m pip wheel -q --no-deps --no-build-isolation \
+		-w "$$tmp/dist" .) >"$$tmp/build.log" 2>&1 || { cat "$$tmp/build.log"; exit 1; }; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/python" -m pip install -q --no-compile torch==2.13.0 "$$tmp"/dist/lazyrt-*.whl \
+		>"$$tmp/install.log" 2>&1 || { cat "$$tmp/install.log"; exit 1; }; \
+	cp tests/wheel_smoke.py "$$tmp/wheel_smoke.py"; \
+	cd "$$tmp" && env -u PYTHONPATH -u LAZYRT_BACKEND LAZYRT_CACHE_DIR="$$tmp/cache" \
+		"$$tmp/venv/bin/python" wheel_smoke.py
 
 bench: $(STAMP)
 	$(PY) -m pip install -q --no-build-isolation -e ".[bench]"

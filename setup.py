@@ -5,7 +5,7 @@ the pipeline) and are installed as `lazyrt.codegen` and `lazyrt.kernels`.
 """
 import numpy
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 extensions = [
     Extension(
@@ -45,12 +45,18 @@ extensions = [
     ),
 ]
 
+# every package under lazyrt/ (lazyrt.torch included), found rather than listed, and
+# codegen/ and kernels/ (with any sub-packages) under their installed names
+PACKAGES = find_packages(include=["lazyrt", "lazyrt.*"]) + [
+    f"lazyrt.{top}{'.' + sub if sub else ''}"
+    for top in ("codegen", "kernels") for sub in [""] + find_packages(top)]
+
 setup(
     name="lazyrt",
     version="0.1.0",
     description="A LazyTensor runtime: record tensor ops, fuse them, generate kernels.",
     python_requires=">=3.10",
-    packages=["lazyrt", "lazyrt.api", "lazyrt.cli", "lazyrt.backends", "lazyrt.planner", "lazyrt.codegen", "lazyrt.kernels"],
+    packages=PACKAGES,
     package_dir={"lazyrt.codegen": "codegen", "lazyrt.kernels": "kernels"},
     package_data={"lazyrt.kernels": ["*.h", "*.c"], "lazyrt": ["*.pyx", "*.pxd"]},
     ext_modules=cythonize(

@@ -1,13 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Which user line recorded a node: the innermost caller outside lazyrt (and
-outside the folders :func:`skip_source_dir` adds, torch's once ``lazyrt.torch``
-is imported), kept as ``(code object, bytecode offset)`` and formatted only when
-shown (:func:`source_line`).
+"""Which user line recorded a node: the innermost frame that is not lazyrt's own
+by :mod:`lazyrt._frames`'s rule (the one rule; torch's folder counts as lazyrt's
+once ``lazyrt.torch`` is imported), kept as ``(code object, bytecode offset)``
+and formatted only when shown (:func:`source_line`).
 
 The recorder (:mod:`lazyrt._recorder`) calls :func:`user_frame` for every node
-it records, so the walk is C: each frame's code object is classified once and
-cached in a direct-mapped table by pointer. Metrics (fallbacks and
-materializations) ask :func:`user_source` for the same rule from Python.
+it records, so the walk is C: each frame's code object is classified once (by
+``_frames.is_internal``) and cached in a direct-mapped table by pointer.
+Metrics (fallbacks and materializations) ask :func:`user_source` from Python.
 """
 from cpython.object cimport PyObject
 
@@ -30,8 +30,8 @@ cdef extern from *:
 
 from cpython.ref cimport Py_XDECREF
 
-import os as _os
-cdef str _PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+from lazyrt import _frames
+
 cdef dict _INTERNAL_CODE = {}   # id(code) -> (code, whether it is lazyrt's own)
 # a direct-mapped cache in front of it, by code pointer: the dict holds a reference
 # to every code object it has seen, so a cached pointer is never reused
@@ -47,36 +47,31 @@ cdef bint _is_internal(object code):
     if _code_slot[h] == p:
         return _code_internal[h]
     if len(_INTERNAL_CODE) > 65536:  # generated code without end: start over
-        _INTERNAL_CODE.clear()
-        for i in range(CODE_SLOTS):
-            _code_slot[i] = NULL
-    name = code.co_filename
-    internal = name.startswith(_SKIPPED) and not name.endswith("demo.py")
+        _forget()
+    internal = _frames.is_internal(code.co_filename)
     _INTERNAL_CODE[<Py_ssize_t>p] = (code, internal)
     _code_slot[h] = p
     _code_internal[h] = internal
     return internal
 
 
-# where a frame's file lies under one of these, it is not the user's line:
-# lazyrt's own package, and what skip_source_dir adds (lazyrt.torch adds torch's)
-cdef tuple _SKIPPED = (_PACKAGE_DIR,)
+def _forget():
+    """Drop every cached classification (the rule changed, or the table is full)."""
+    _INTERNAL_CODE.clear()
+    for i in range(CODE_SLOTS):
+        _code_slot[i] = NULL
+
+
+_frames.on_change(_forget)
 
 
 def skip_source_dir(str path):
     """Treat frames of files under the folder ``path`` as lazyrt's own when finding
-    the user's line a node records. ``lazyrt.torch`` adds torch's package: a
-    node's line is then the user's model or training code (``model.py:27``), not
-    the torch module that made the aten call (``linear.py:134``), as its
-    materializations and fallbacks already are."""
-    global _SKIPPED
-    path = _os.path.join(_os.path.abspath(path), "")  # torch/, not torchvision
-    if path in _SKIPPED:
-        return
-    _SKIPPED = _SKIPPED + (path,)
-    _INTERNAL_CODE.clear()
-    for i in range(CODE_SLOTS):
-        _code_slot[i] = NULL
+    the user's line (:func:`lazyrt._frames.skip_folder`). ``lazyrt.torch`` adds
+    torch's package: a node's line is then the user's model or training code
+    (``model.py:27``), not the torch module that made the aten call
+    (``linear.py:134``), as its materializations, fallbacks and barriers are."""
+    _frames.skip_folder(path)
 
 
 cdef object user_frame(int* offset):

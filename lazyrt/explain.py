@@ -4,8 +4,9 @@
 input's shape or dtype, the op sequence, a baked constant, an op's
 attributes — with the user's source line where the difference entered:
 ``input 0 shape (8, 64) → (16, 64), from train.py:7``. :func:`barrier_origin`
-names the user's line and the cause (``.item()``, ``print``, ``bool()``,
-``lr.sync()``, a graph-size cut, a fallback) of a barrier.
+names the user's line (:mod:`lazyrt._frames`'s rule) and the cause (``.item()``,
+``.cpu()``, ``print``, ``bool()``, ``lr.sync()``, a graph-size cut, a fallback's
+op) of a barrier, through ``lazyrt.torch`` as through the native API.
 :class:`Explanation` is a whole run's answer, as the ``lazyrt explain``
 command prints it and ``lr.debug.watch()`` hands it to code.
 
@@ -13,16 +14,19 @@ Everything here runs only while an :class:`lazyrt.observe.Observer` watches.
 """
 from __future__ import annotations
 
+import ast
+import bisect
+import dis
 import html
+import linecache
 import os
 import sys
+import types
 from dataclasses import dataclass, field
 
 from . import ops
+from ._frames import is_internal, is_lazyrt
 from .errors import LazyrtError
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_CONTEXTLIB = os.path.dirname(os.path.abspath(__import__("contextlib").__file__))
 
 #: the lazyrt function the user called -> the cause a barrier is counted under
 CAUSES = {
@@ -33,24 +37,137 @@ CAUSES = {
     "_cut": "graph-size cut", "backend": "lr.backend() switch",
     "_advanced_getitem": "fallback: getitem[advanced]",
 }
-
-
-def _internal(filename: str) -> bool:
-    if filename.startswith(_PACKAGE_DIR):
-        return not filename.endswith("demo.py")
-    return filename.startswith(_CONTEXTLIB) and filename.endswith("contextlib.py")
+#: Python builtins the user's line may call that reach a barrier -> the cause
+_BUILTIN_CAUSES = {"print": "print", "repr": "repr", "str": "str()", "format": "format",
+                   "bool": "bool()", "float": "float()", "int": "int()", "len": "len()",
+                   "list": "list()", "tuple": "tuple()", "iter": "iter()"}
+#: the user's bytecode at a barrier reached without a call: a truth test, a format
+_INSTRUCTION_CAUSES = {"TO_BOOL": "bool()", "UNARY_NOT": "bool()",
+                       "FORMAT_VALUE": "format", "FORMAT_SIMPLE": "format",
+                       "FORMAT_WITH_SPEC": "format", "CONVERT_VALUE": "format",
+                       "BINARY_SUBSCR": "index", "STORE_SUBSCR": "index"}
 
 
 def barrier_origin(depth: int = 2) -> tuple:
     """``("file:line", cause)`` of the barrier being run: the user's line that
-    reached lazyrt, and the lazyrt entry point it called, as a cause."""
+    reached lazyrt (:mod:`lazyrt._frames`'s rule, the recorder's), and the cause:
+    the lazyrt entry point it called, or, where the call went through torch
+    (``.cpu()``, ``.item()``, ``bool()``, ``print`` of a lazy torch tensor), what
+    the user's line did; a barrier a fallback forced names the op."""
     f = sys._getframe(depth)
-    entry = None
-    while f is not None and _internal(f.f_code.co_filename):
-        entry = f.f_code.co_name
+    entry = forced = None   # entry: the outermost of lazyrt's own frames (not torch's)
+    while f is not None and is_internal(f.f_code.co_filename):
+        if is_lazyrt(f.f_code.co_filename):
+            entry = f
+        forced = forced or _fallback_of(f)
         f = f.f_back
     site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else None
-    return site, CAUSES.get(entry, entry or "?")
+    if forced:
+        return site, forced
+    if entry is not None and entry.f_code.co_name in CAUSES:
+        return site, CAUSES[entry.f_code.co_name]
+    cause = _users_trigger(f) if f is not None else None
+    if cause is None and entry is not None:
+        cause = _aten_cause(entry) or entry.f_code.co_name
+    return site, cause or "?"
+
+
+#: the aten op a barrier reached lazyrt.torch through -> the user's call that makes it
+_ATEN_CAUSES = {"_local_scalar_dense": ".item()", "_to_copy": ".cpu()"}
+
+
+def _aten_cause(entry):
+    """The cause from the aten op at ``lazyrt.torch``'s dispatch entry, where the
+    user's line cannot be read (no source; Python 3.10 has no column positions)."""
+    if entry.f_code.co_name != "__torch_dispatch__":
+        return None
+    op = str(entry.f_locals.get("func", "")).split(".")
+    return _ATEN_CAUSES.get(op[1]) if len(op) == 3 else None
+
+
+def _fallback_of(frame):
+    """``"fallback: OP"`` when ``frame`` is ``lazyrt.torch``'s counted fallback,
+    which computes its inputs (a barrier) before torch runs ``OP`` eagerly."""
+    code = frame.f_code
+    if code.co_name == "fallback" and code.co_filename == _TORCH_DISPATCH:
+        return f"fallback: {frame.f_locals.get('func', '?')}"
+    return None
+
+
+_TORCH_DISPATCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch", "dispatch.py")
+
+
+def _users_trigger(frame):
+    """What the user's ``frame`` was doing when it reached a barrier through code
+    that is not lazyrt's (torch's C methods and modules): read from the
+    instruction it is executing, ``.item()`` for a method call, ``print`` or
+    ``bool()`` for a builtin's, ``bool()`` for a truth test (``if loss > 0:``);
+    None when it cannot tell."""
+    ins = _instruction(frame.f_code, frame.f_lasti)
+    if ins is None:
+        return None
+    if ins.opname in _INSTRUCTION_CAUSES or ins.opname.startswith("POP_JUMP") \
+            or ins.opname.startswith("JUMP_IF_"):
+        return _INSTRUCTION_CAUSES.get(ins.opname, "bool()")
+    if not ins.opname.startswith(("CALL", "PRECALL")):
+        return None
+    call = _call_expression(frame.f_code, ins)
+    if call is None:
+        return None
+    func = call.func
+    if isinstance(func, ast.Name):
+        return _BUILTIN_CAUSES.get(func.id, f"{func.id}()")
+    if isinstance(func, ast.Attribute):
+        owner = func.value
+        if isinstance(owner, ast.Name) and isinstance(
+                frame.f_globals.get(owner.id), types.ModuleType):
+            return f"{owner.id}.{func.attr}()"   # lt.mark_step(), np.asarray()
+        return f".{func.attr}()"                 # loss.item(), x.cpu()
+    return None
+
+
+_INSTRUCTIONS: dict = {}   # code -> (offsets, instructions), caches left out
+
+
+def _instruction(code, offset):
+    """The instruction executing at ``offset`` (a frame's ``f_lasti``, which may
+    point into the instruction's inline caches)."""
+    table = _INSTRUCTIONS.get(code)
+    if table is None:
+        if len(_INSTRUCTIONS) > 4096:
+            _INSTRUCTIONS.clear()
+        found = list(dis.get_instructions(code))
+        table = _INSTRUCTIONS[code] = ([i.offset for i in found], found)
+    k = bisect.bisect_right(table[0], offset) - 1
+    return table[1][k] if k >= 0 else None
+
+
+def _call_expression(code, ins):
+    """The ``ast.Call`` the instruction ``ins`` executes, from its source
+    positions (None without the source, or before Python 3.11)."""
+    pos = getattr(ins, "positions", None)
+    if pos is None or pos.lineno is None or pos.col_offset is None \
+            or pos.end_col_offset is None:
+        return None
+    lines = linecache.getlines(code.co_filename)[pos.lineno - 1:pos.end_lineno]
+    if not lines:
+        return None
+    # columns are UTF-8 byte offsets
+    raw = [line.encode() for line in lines]
+    raw[-1] = raw[-1][:pos.end_col_offset]
+    raw[0] = raw[0][pos.col_offset:]
+    try:
+        tree = ast.parse(b"".join(raw).decode().strip(), mode="eval")
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    return tree.body if isinstance(tree.body, ast.Call) else None
+
+
+def ran_by(op: str) -> str:
+    """Who ran a fallback: ``lazyrt.torch`` counts one under its aten overload
+    (``aten.erfc.default``, ``namespace.op.overload``), which torch then ran
+    eagerly on the CPU; the native API's (``getitem[advanced]``) ran in NumPy."""
+    return "torch, eagerly on the CPU" if op.count(".") >= 2 else "NumPy"
 
 
 def short(site) -> str:
@@ -161,6 +278,10 @@ def diff_graphs(old, new) -> list[Difference]:
 
 # --- a whole run's answer ---------------------------------------------------------
 
+#: differences a recompile's line shows (an optimizer's first step can change dozens)
+MAX_SHOWN = 6
+
+
 @dataclass(frozen=True)
 class Recompile:
     """Why graph ``graph_no`` was compiled: what differs from ``previous_no``,
@@ -184,7 +305,10 @@ class Recompile:
             return f"{head}: {self.note}"
         if self.previous_no is None:
             return f"{head}: the first graph from this line"
-        whats = "; ".join(str(d) for d in self.differences) or "the graph key differs"
+        shown = self.differences[:MAX_SHOWN]
+        whats = "; ".join(str(d) for d in shown) or "the graph key differs"
+        if len(self.differences) > MAX_SHOWN:  # all of them stay in .differences
+            whats += f"; and {len(self.differences) - MAX_SHOWN} more"
         return f"{head}: differs from graph {self.previous_no}: {whats}"
 
 
@@ -217,11 +341,11 @@ class Explanation:
         """``(title, lines)`` per section, for plain text, HTML and the CLI."""
         out = [("graphs compiled", [str(c) for c in self.compiles] or ["(none)"])]
         out.append(("barriers by cause",
-                    [f"{n:>6}  {cause:<26s} {short(site)}" for n, cause, site in self.causes]
+                    _rows(self.causes)
                     or ["(none)"]))
         if self.fallbacks:
-            out.append(("fallbacks (ops run eagerly by NumPy)",
-                        [f"{n:>6}  {op:<26s} {short(site)}" for n, op, site in self.fallbacks]))
+            out.append(("fallbacks (ops run eagerly, outside the graph)",
+                        _rows(self.fallbacks, lambda op: f"  (run by {ran_by(op)})")))
         notes = list(self.notes)
         if self.evictions:
             notes.append(f"{self.evictions} programs were compiled again after the in-memory "
@@ -245,6 +369,12 @@ class Explanation:
             parts.append(f"<h4>{html.escape(title)}</h4><pre>"
                          + html.escape("\n".join(body)) + "</pre>")
         return "\n".join(parts)
+
+
+def _rows(counted, after=lambda what: "") -> list:
+    """``(count, what, site)`` rows as aligned lines."""
+    width = max([26] + [len(what) + 1 for _, what, _ in counted])
+    return [f"{n:>6}  {what:<{width}s} {short(site)}{after(what)}" for n, what, site in counted]
 
 
 def _count(n: int, what: str) -> str:

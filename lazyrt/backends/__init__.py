@@ -15,12 +15,11 @@ that is the ``numpy`` interpreter for want of a C compiler, a
 from __future__ import annotations
 
 import os
-import sys
-import warnings
 import zlib
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import _frames
 from ..errors import BackendError, PerformanceWarning
 
 
@@ -143,16 +142,10 @@ def describe(name: str) -> str:
     return f"{name} (slow fallback: {why})" if why else name
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def warn_performance(message: str):
     """``warnings.warn(message, PerformanceWarning)``, shown at the user's line
-    (the innermost frame outside lazyrt) rather than at lazyrt's."""
-    level, frame = 2, sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        level, frame = level + 1, frame.f_back
-    warnings.warn(message, PerformanceWarning, stacklevel=level)
+    (:mod:`lazyrt._frames`'s rule) rather than at lazyrt's or torch's."""
+    _frames.warn(message, PerformanceWarning)
 
 
 def _check_backend_variable():

@@ -121,8 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("info", "list", "verify", "clear"))
     p.add_argument("--backend", default=None, help="only this backend's entries")
 
-    _command(sub, "doctor", "what this machine offers lazyrt, one pass/fail line each",
-             "lazyrt doctor")
+    _command(sub, "doctor", "what this machine offers lazyrt, one line each",
+             "lazyrt doctor",
+             description="what this machine offers lazyrt, one line each: pass; skip (an "
+                         "optional part absent here, such as a GPU); warn (works, slower); "
+                         "FAIL (a part lazyrt needs is broken: the exit status is then 1)")
 
     p = _command(sub, "bench", "run the bench/ suites of a source checkout",
                  "lazyrt bench --suite cpu --json cpu.json --plot cpu.png")

@@ -62,6 +62,12 @@ def cmd_cache(args) -> int:
 
 
 # --- doctor -------------------------------------------------------------------------------
+#
+# Each check says pass, skip (an optional part that is absent here, as expected: no GPU, no
+# triton or jax installed), warn (lazyrt works, slower: no AVX2, no OpenBLAS) or FAIL (a part
+# lazyrt needs is broken or missing). `lazyrt doctor` exits 1 when any check fails.
+
+PASS, SKIP, WARN, FAIL = "pass", "skip", "warn", "FAIL"
 
 _OPENMP_PROBE = r"""
 #include <stdio.h>
@@ -79,7 +85,7 @@ def _check_c():
     from ..backends import c_compiler
     problem = c_compiler.compiler_problem()
     if problem:
-        return False, problem
+        return FAIL, problem
     cc = " ".join(c_compiler.compiler_command())
     try:
         t = perf_counter()
@@ -87,28 +93,28 @@ def _check_c():
             got = (lr.tensor(np.arange(8, dtype=np.float32)) * 2 + 1).sum().item()
         ms = (perf_counter() - t) * 1e3
     except Exception as e:
-        return False, f"{cc}: a tiny kernel failed: {str(e).splitlines()[0]}"
+        return FAIL, f"{cc}: a tiny kernel failed: {str(e).splitlines()[0]}"
     if got != 64.0:
-        return False, f"{cc}: a tiny kernel computed {got}, not 64.0"
-    return True, f"{cc}: compiled and ran a kernel ({ms:.0f} ms)"
+        return FAIL, f"{cc}: a tiny kernel computed {got}, not 64.0"
+    return PASS, f"{cc}: compiled and ran a kernel ({ms:.0f} ms)"
 
 
 def _check_openmp():
     from ..backends import c_compiler
     if c_compiler.compiler_problem():
-        return False, "no C compiler"
+        return SKIP, "no C compiler (see above)"
     cc = c_compiler.compiler_command()
     with tempfile.TemporaryDirectory() as d:
         src, exe = os.path.join(d, "omp.c"), os.path.join(d, "omp")
         with open(src, "w") as f:
             f.write(_OPENMP_PROBE)
         built = subprocess.run(cc + ["-fopenmp", src, "-o", exe], capture_output=True, text=True)
-        if built.returncode:
-            return False, f"-fopenmp does not build: {built.stderr.strip().splitlines()[-1:]}"
+        if built.returncode:  # the c backend compiles every kernel with -fopenmp
+            return FAIL, f"-fopenmp does not build: {built.stderr.strip().splitlines()[-1:]}"
         ran = subprocess.run([exe], capture_output=True, text=True)
         if ran.returncode:
-            return False, "an OpenMP program did not run"
-    return True, f"{ran.stdout.strip()} threads"
+            return FAIL, "an OpenMP program did not run"
+    return PASS, f"{ran.stdout.strip()} threads"
 
 
 def _check_vectors():
@@ -117,11 +123,13 @@ def _check_vectors():
     machine = platform.machine()
     flags = cpu_flags()
     if not flags:
-        return True, f"{machine} (flags unknown on this platform)"
+        return PASS, f"{machine} (flags unknown on this platform)"
     if machine in ("aarch64", "arm64"):
-        return "asimd" in flags, f"{machine}: NEON {'yes' if 'asimd' in flags else 'no'}"
+        return (PASS if "asimd" in flags else WARN), \
+            f"{machine}: NEON {'yes' if 'asimd' in flags else 'no: kernels run scalar'}"
     have = [x for x in ("sse4_2", "avx2", "fma", "avx512f") if x in flags]
-    return "avx2" in flags, f"{machine}: {', '.join(have) or 'none of SSE4.2/AVX2/AVX-512'}" \
+    return (PASS if "avx2" in flags else WARN), \
+        f"{machine}: {', '.join(have) or 'none of SSE4.2/AVX2/AVX-512'}" \
         + ("" if "avx512f" in flags else " (no AVX-512)")
 
 
@@ -130,7 +138,7 @@ def _check_blas():
     from ..backends.c_gemm import numpy_openblas
     found = numpy_openblas()
     if found is None:
-        return False, "NumPy's OpenBLAS (ILP64) not found: matmul goes through np.matmul"
+        return WARN, "NumPy's OpenBLAS (ILP64) not found: matmul goes through np.matmul"
     choice = gemm_choice(found)
 
     def which(chosen):
@@ -144,32 +152,58 @@ def _check_blas():
     else:
         parts += [f"small {kind[-2:].upper()} products (M*N*K <= {SMALL_MNK:,}): "
                   f"{which(choice[kind])}" for kind in small]
-    return True, "; ".join(parts)
+    return PASS, "; ".join(parts)
+
+
+def _gpu_present() -> bool:
+    """A GPU here, whether or not triton is installed (the device nodes, then torch)."""
+    from ..backends.triton import cuda_device_present
+    if cuda_device_present():
+        return True
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
+
+
+def _triton_kernel_on_gpu() -> str:
+    """Compile and run a tiny kernel on the triton backend; its GPU's name."""
+    import numpy as np
+    import lazyrt as lr
+    import torch
+    with lr.backend("triton"):
+        got = (lr.tensor(np.arange(8, dtype=np.float32)) * 2 + 1).sum().item()
+    if got != 64.0:
+        raise RuntimeError(f"a tiny kernel computed {got}, not 64.0")
+    return torch.cuda.get_device_name(0)
 
 
 def _check_triton():
     try:
         import triton
     except ImportError:
-        return False, "not installed (pip install triton)"
-    import lazyrt as lr
+        if _gpu_present():  # lazyrt cannot use the GPU it sees
+            return WARN, "a GPU is here, but triton is not installed (pip install triton)"
+        return SKIP, "not installed, and no GPU here (optional: pip install triton)"
     from ..backends.triton import cuda_device_present
-    if cuda_device_present():
-        import torch
-        return True, f"triton {triton.__version__} on {torch.cuda.get_device_name(0)}"
-    usable = "triton" in lr.available_backends()
-    return usable, (f"triton {triton.__version__}: no GPU here; "
-                    + ("the interpreter (TRITON_INTERPRET=1) runs it" if usable else
-                       "the backend is unavailable (TRITON_INTERPRET=1 runs it on the CPU, "
-                       "slowly)"))
+    if not cuda_device_present():
+        if _gpu_present():
+            return FAIL, (f"triton {triton.__version__}: a GPU device node is here, but torch "
+                          "cannot use it (torch.cuda.is_available() is False)")
+        return SKIP, (f"triton {triton.__version__}: no GPU here (TRITON_INTERPRET=1 runs "
+                      "the triton backend on the CPU, slowly)")
+    try:
+        t = perf_counter()
+        name = _triton_kernel_on_gpu()
+    except Exception as e:
+        return FAIL, f"triton {triton.__version__}: a tiny kernel failed: {str(e).splitlines()[0]}"
+    return PASS, (f"triton {triton.__version__} on {name}: compiled and ran a kernel "
+                  f"({(perf_counter() - t) * 1e3:.0f} ms)")
 
 
 def _check_jax():
     try:
         import jax
     except ImportError:
-        return False, "not installed (pip install jax)"
-    return True, f"jax {jax.__version__}: " + ", ".join(str(d) for d in jax.devices())
+        return SKIP, "not installed (optional: pip install 'lazyrt[jax]')"
+    return PASS, f"jax {jax.__version__}: " + ", ".join(str(d) for d in jax.devices())
 
 
 def _check_cache():
@@ -178,16 +212,18 @@ def _check_cache():
     if not os.path.isdir(root):
         parent = os.path.dirname(root)
         ok = os.access(parent if os.path.isdir(parent) else os.path.expanduser("~"), os.W_OK)
-        return ok, f"{root}: not created yet" + ("" if ok else ", and its folder is not writable")
+        return (PASS, f"{root}: not created yet") if ok else \
+            (WARN, f"{root}: not created yet, and its folder is not writable: kernels go to "
+                   "a temporary cache, compiled again by every process")
     st = os.stat(root)
     if st.st_uid != os.getuid():
-        return False, f"{root} is owned by uid {st.st_uid}: lazyrt refuses it"
+        return FAIL, f"{root} is owned by uid {st.st_uid}: lazyrt refuses it"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return False, f"{root} is writable by others ({stat.filemode(st.st_mode)}): lazyrt refuses it"
+        return FAIL, f"{root} is writable by others ({stat.filemode(st.st_mode)}): lazyrt refuses it"
     if not os.access(root, os.W_OK):
-        return False, f"{root} is not writable: kernels go to a temporary cache"
+        return WARN, f"{root} is not writable: kernels go to a temporary cache"
     total = sum(size for _, size in cache.summary().values())
-    return True, f"{root} ({stat.filemode(st.st_mode)}, {_size(total)})"
+    return PASS, f"{root} ({stat.filemode(st.st_mode)}, {_size(total)})"
 
 
 def cmd_doctor(args) -> int:
@@ -198,13 +234,21 @@ def cmd_doctor(args) -> int:
     rows = []
     for name, check in checks:
         try:
-            ok, detail = check()
+            status, detail = check()
         except Exception as e:  # a probe that breaks is a failed line, not a crash
-            ok, detail = False, f"{type(e).__name__}: {e}"
-        rows.append(["pass" if ok else "FAIL", name, detail])
+            status, detail = FAIL, f"{type(e).__name__}: {e}"
+        rows.append([status, name, detail])
     output.table(["", "check", "detail"], rows)
-    print(f"backends here: {', '.join(lr.available_backends())}; default: "
-          f"{lr.backends.describe(lr.runtime.current_backend_name())}")
+    failed = [name for status, name, _ in rows if status == FAIL]
+    try:
+        default = lr.backends.describe(lr.runtime.current_backend_name())
+    except lr.BackendError as e:  # $LAZYRT_BACKEND names a backend unavailable here
+        default = f"none: {e}"
+        failed.append("default backend")
+    print(f"backends here: {', '.join(lr.available_backends())}; default: {default}")
+    if failed:
+        print(f"lazyrt doctor: {len(failed)} failed: {', '.join(failed)}")
+        return 1
     return 0
 
 

@@ -23,6 +23,7 @@ import sys
 import numpy as np
 import torch
 
+from .. import _frames
 from .. import _recorder as R
 from .. import dtypes as D
 from .. import runtime
@@ -131,23 +132,15 @@ def from_cpu(t: torch.Tensor):
     return _lr_tensor(t.resolve_conj().resolve_neg().numpy(force=True))
 
 
-_LAZYRT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: torch's package folder, with the separator: ``torch/`` and not ``torchvision/``
 _TORCH_DIR = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "")
 
 
 def user_frame():
-    """The innermost frame outside lazyrt and torch: the user's line, by the rule
-    that gives each recorded node its line once ``lazyrt.torch`` is imported
-    (``_source_lines.skip_source_dir``); here as a frame, which warnings need."""
-    f = sys._getframe(1)
-    while f is not None:
-        name = f.f_code.co_filename
-        if not (name.startswith(_LAZYRT_DIR) or name.startswith(_TORCH_DIR)) \
-                or name.endswith("demo.py"):
-            return f
-        f = f.f_back
-    return None
+    """The user's frame (:mod:`lazyrt._frames`'s rule, the recorder's: outside
+    lazyrt and, once ``lazyrt.torch`` is imported, outside torch), as a frame,
+    which warnings need."""
+    return _frames.user_frame(sys._getframe(1))
 
 
 def site(frame) -> tuple:
