@@ -28,7 +28,7 @@ from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
-from .opmath import fused_multiply_add, vectorized_erf
+from .opmath import fused_multiply_add, scalar_remainder, vectorized_erf
 from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
@@ -126,13 +126,26 @@ def _binary(fn, kind, takes=None, opmath_scalar=False):
         x, y = operand(a, comp, via), operand(b, comp, via)
         if alpha is not None and alpha != 1:
             scale = operand(alpha, comp, via)
-            if comp != out and fn in (P.add, P.subtract):  # eager's vectorized FMA
-                scale = -scale if fn is P.subtract else scale
-                return down(fused_multiply_add(y, scale, x), out)
+            if comp != out and fn in (P.add, P.subtract):
+                return _add_scaled(a, b, x, y, -scale if fn is P.subtract else scale, out)
             y = y * scale
         r = fn(x, y)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
+
+
+def _add_scaled(a, b, x, y, scale, out):
+    """float16 ``x + scale * y`` as eager's kernel computes it: a float32 FMA in
+    its vectorized loop, float16 arithmetic (``scale * y`` rounded first) in the
+    loop's scalar remainder."""
+    fused = down(fused_multiply_add(y, scale, x), out)
+    shape = torch.broadcast_shapes(*(tuple(t.shape) for t in (a, b)
+                                     if isinstance(t, torch.Tensor)))
+    tail = scalar_remainder(shape, (a, b))
+    if tail is False:
+        return fused
+    plain = down(x + up(down(y * scale, out)), out)
+    return plain if tail is True else S.where(tail, plain, fused)
 
 
 def _unary(fn, kind, takes=None):

@@ -8,17 +8,26 @@ float32 difference of one bit:
 - multiply-adds that eager's vectorized kernels compile to FMA instructions,
   one rounding for ``a * b + c`` (``lerp``, ``addcmul``, ``add`` and ``sub``
   with ``alpha``): :func:`fused_multiply_add`;
-- ``F.gelu``'s erf, which eager's vectorized kernel computes with Abramowitz
-  and Stegun's 7.1.26 polynomial (absolute error up to 1.5e-7): ``1 + erf(x)``
-  for x below -2 amplifies that past a float16 rounding, so the float16 gelu
-  follows the same polynomial (:func:`vectorized_erf`).
+- ``erf``, which eager computes with Abramowitz and Stegun's 7.1.26 polynomial
+  (absolute error up to 1.5e-7, more than a float16 rounding hides near 0 and,
+  through ``1 + erf(x)``, in ``F.gelu`` below -2): :func:`vectorized_erf`;
+- kernels whose vectorized loop and its scalar remainder round differently
+  (``add`` with ``alpha``, ``rsqrt``, ``gelu``): eager's result depends on where
+  an element falls in the loop, which :func:`scalar_remainder` reproduces for
+  contiguous tensors.
 
-Measured against eager CPU torch 2.13 (AVX-512 kernels): bit-equal on 10,000
-random float16 values each (``tests/test_torch_half.py``).
+Measured against eager CPU torch 2.13 (AVX-512 kernels): bit-equal on every
+finite float16 value, or on 10,000 random ones (``tests/test_torch_half.py``).
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+import torch
+
 from .. import dtypes as D
+from ..api import creation as C
 from ..api import pointwise as P
 from .tensor import runtime_scalar
 
@@ -52,3 +61,59 @@ def vectorized_erf(x):
         r = fused_multiply_add(r, t, _f32(c))
     tail = P.negative(P.exp(P.negative(x * x))) * t
     return P.copysign(fused_multiply_add(tail, r, one), x)
+
+
+#: eager's ``at::internal::GRAIN_SIZE``: an elementwise loop this long or shorter
+#: runs on one thread
+_GRAIN = 32768
+_MASKS: dict = {}
+
+
+def scalar_remainder(shape, operands):
+    """Where eager's float16 loop for an op of result ``shape`` on ``operands``
+    takes its scalar code: True, False (everywhere or nowhere), or a boolean
+    lazyrt tensor.
+
+    As measured on eager torch 2.13's CPU kernels (``add`` with ``alpha``): the
+    loop runs over contiguous runs (:func:`contiguous_run`), a run longer than
+    eager's grain split between threads; each piece takes two float32 vectors
+    at a time and leaves the rest, under one step, to the scalar code."""
+    shape = tuple(shape)
+    lanes = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
+    key = (shape, contiguous_run(shape, operands), 2 * lanes, torch.get_num_threads())
+    found = _MASKS.get(key)
+    if found is None:
+        found = _MASKS[key] = _remainder_mask(math.prod(shape), *key[1:])
+    return found if isinstance(found, bool) else C.asarray(found.reshape(shape))
+
+
+def contiguous_run(shape, operands) -> int:
+    """The length of the runs eager's loop takes at once: the trailing axes along
+    which no tensor operand broadcasts, or the last axis where one broadcasts
+    along it (Python numbers and 0-d tensors are read as scalars)."""
+    run = 1
+    for axis in range(1, len(shape) + 1):
+        size = shape[-axis]
+        for x in operands:
+            dims = tuple(x.shape) if isinstance(x, torch.Tensor) else ()
+            if dims and (len(dims) < axis or dims[-axis] != size):
+                return run if axis > 1 else size
+        run *= size
+    return run
+
+
+def _remainder_mask(n, run, step, threads):
+    if n == 0 or run == 0:
+        return False
+    pieces = [run]
+    if run == n:  # one run: at::parallel_for splits it between threads past the grain
+        chunk = -(-n // min(threads, -(-n // _GRAIN)))
+        pieces = [min(chunk, n - start) for start in range(0, n, chunk)]
+    mask = np.concatenate([np.arange(p) >= p - p % step for p in pieces])
+    mask = np.resize(mask, n)
+    if mask.all():
+        return True
+    if not mask.any():
+        return False
+    mask.flags.writeable = False
+    return mask
