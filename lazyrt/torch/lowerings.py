@@ -28,7 +28,8 @@ from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
-from .opmath import fused_multiply_add, scalar_remainder, vectorized_erf
+from .opmath import (correctly_rounded, fused_multiply_add, scalar_remainder,
+                     vectorized_erf, vectorized_sigmoid)
 from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
@@ -148,12 +149,13 @@ def _add_scaled(a, b, x, y, scale, out):
     return plain if tail is True else S.where(tail, plain, fused)
 
 
-def _unary(fn, kind, takes=None):
+def _unary(fn, kind, takes=None, reduced=None):
+    """``reduced``: eager's float32 formula for a float16 input, where not ``fn``'s."""
     def lower(a):
         comp, out = promoted(kind, a)
         if takes is not None:
             _check_takes(takes, out if out != D.BOOL else comp)
-        r = fn(operand(a, comp))
+        r = (fn if reduced is None or comp == out else reduced)(operand(a, comp))
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
 
@@ -250,9 +252,15 @@ for _packet, _fn, _kind in BINARY:
                         "Scalar_Tensor"),
               _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
                       _packet in _OPMATH_SCALAR))
+#: eager's own float32 formulas of float16 ops (:mod:`.opmath`)
+_REDUCED_FORMULA = {aten.erf: vectorized_erf, aten.sigmoid: vectorized_sigmoid}
+_REDUCED_FORMULA.update((p, correctly_rounded(fn)) for p, fn, kind in UNARY
+                        if kind is KIND.INT_TO_FLOAT and p not in _REDUCED_FORMULA)
+
 for _packet, _fn, _kind in UNARY:
     _register(_variants(_packet, "default"),
-              _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__)))
+              _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
+                     _REDUCED_FORMULA.get(_packet)))
 _register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
 
 
@@ -284,9 +292,17 @@ def _gelu(a, *, approximate="none"):
         inner = runtime_scalar(math.sqrt(2 / math.pi), code) * (
             x + runtime_scalar(0.044715, code) * x * x * x)
         return down(half * x * (runtime_scalar(1, code) + P.tanh(inner)), v._node.dtype)
-    erf = vectorized_erf if code != v._node.dtype else P.erf  # float16: eager's erf
-    return down(x * half * (runtime_scalar(1, code) + erf(x * runtime_scalar(
-        math.sqrt(0.5), code))), v._node.dtype)
+    def gelu(erf):
+        return down(x * half * (runtime_scalar(1, code) + erf(x * runtime_scalar(
+            math.sqrt(0.5), code))), v._node.dtype)
+    if code == v._node.dtype:
+        return gelu(P.erf)
+    # float16: eager's ATen kernel, its vectorized erf but in its loop's scalar remainder
+    # (torch's oneDNN gelu, where it takes float16, is not followed: see opmath.py)
+    tail = scalar_remainder(x.shape, (a,), torch.float16)
+    if tail is False or tail is True:
+        return gelu(correctly_rounded(P.erf) if tail else vectorized_erf)
+    return S.where(tail, gelu(correctly_rounded(P.erf)), gelu(vectorized_erf))
 
 
 def _where(cond, a, b):

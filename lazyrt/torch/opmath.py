@@ -18,6 +18,11 @@ float32 difference of one bit:
 
 Measured against eager CPU torch 2.13 (AVX-512 kernels): bit-equal on every
 finite float16 value, or on 10,000 random ones (``tests/test_torch_half.py``).
+Not followed: torch's oneDNN gelu, which eager takes instead of its own kernel
+for a contiguous float16 tensor where the CPU has AVX-512 FP16 (oneDNN's
+piecewise erf differs by a float16 ulp below -2; ``torch.backends.mkldnn.flags
+(enabled=False)`` turns it off), and the last bit of ``tanh``, ``sin``... where
+eager's SLEEF functions are not correctly rounded.
 """
 from __future__ import annotations
 
@@ -59,8 +64,9 @@ def vectorized_erf(x):
     r = _f32(_COEFFICIENTS[0])
     for c in _COEFFICIENTS[1:]:
         r = fused_multiply_add(r, t, _f32(c))
-    tail = P.negative(P.exp(P.negative(x * x))) * t
-    return P.copysign(fused_multiply_add(tail, r, one), x)
+    # eager's exp (SLEEF's) is float32's correctly rounded one: float64's, rounded
+    e = P.astype(P.exp(P.astype(P.negative(x * x), D.float64)), D.float32)
+    return P.copysign(fused_multiply_add(P.negative(e) * t, r, one), x)
 
 
 #: eager's ``at::internal::GRAIN_SIZE``: an elementwise loop this long or shorter
@@ -69,18 +75,20 @@ _GRAIN = 32768
 _MASKS: dict = {}
 
 
-def scalar_remainder(shape, operands):
+def scalar_remainder(shape, operands, lane=torch.float32):
     """Where eager's float16 loop for an op of result ``shape`` on ``operands``
     takes its scalar code: True, False (everywhere or nowhere), or a boolean
     lazyrt tensor.
 
     As measured on eager torch 2.13's CPU kernels (``add`` with ``alpha``): the
     loop runs over contiguous runs (:func:`contiguous_run`), a run longer than
-    eager's grain split between threads; each piece takes two float32 vectors
-    at a time and leaves the rest, under one step, to the scalar code."""
+    eager's grain split between threads; each piece takes two vectors at a time
+    (of ``lane`` elements: float32 for ``add``'s kernel, float16 for
+    ``gelu``'s) and leaves the rest, under one step, to the scalar code."""
     shape = tuple(shape)
-    lanes = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
-    key = (shape, contiguous_run(shape, operands), 2 * lanes, torch.get_num_threads())
+    width = 64 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 32
+    step = 2 * width // lane.itemsize
+    key = (shape, contiguous_run(shape, operands), step, torch.get_num_threads())
     found = _MASKS.get(key)
     if found is None:
         found = _MASKS[key] = _remainder_mask(math.prod(shape), *key[1:])
@@ -117,3 +125,18 @@ def _remainder_mask(n, run, step, threads):
         return False
     mask.flags.writeable = False
     return mask
+
+
+def correctly_rounded(fn):
+    """``fn`` of a float32 value, correctly rounded to float32 (float64's, rounded):
+    eager's float16 ``exp``, ``log``, ``tanh``... are its float32 functions rounded,
+    and those are correctly rounded far more often than lazyrt's float32 ones."""
+    def wide(x):
+        return P.astype(fn(P.astype(x, D.float64)), D.float32)
+    return wide
+
+
+def vectorized_sigmoid(x):
+    """eager's float32 sigmoid, ``1 / (1 + exp(-x))``, its exp correctly rounded."""
+    one = _f32(1.0)
+    return one / (one + correctly_rounded(P.exp)(P.negative(x)))
