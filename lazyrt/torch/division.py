@@ -13,7 +13,7 @@ from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..api import pointwise as P
 from .lowerings import _EAGER_TAKES, LOWERINGS, _binary, _check_takes, _register
-from .operands import KIND, cpu_scalar, down, operand, promoted
+from .operands import KIND, cpu_scalar, down, operand, promoted, up
 from .tensor import LazyTensor, defer_error, runtime_scalar
 
 aten = torch.ops.aten
@@ -65,8 +65,8 @@ def _div_mode(a, b, *, rounding_mode=None):
     x, y = operand(a, comp), operand(b, comp)  # float16: eager's float32, scalar too
     if rounding_mode == "floor":
         return down(P.floor_divide(x, y), out)  # NumPy's floor division is torch's (Python's)
-    if comp in D.FLOATING:
-        return down(P.trunc(P.divide(x, y)), out)
+    if comp in D.FLOATING:  # a float16 quotient is rounded before eager truncates it
+        return down(P.trunc(up(down(P.divide(x, y), out))), out)
     q = P.floor_divide(x, y)  # integer truncation: floor, moved toward zero
     inexact = P.logical_and(P.remainder(x, y) != runtime_scalar(0, comp),
                             (x < runtime_scalar(0, comp)) != (y < runtime_scalar(0, comp)))

@@ -30,7 +30,7 @@ from ..api import reductions as RD
 from .operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
 from .opmath import (correctly_rounded, fused_multiply_add, scalar_remainder,
                      vectorized_erf, vectorized_sigmoid)
-from .tensor import code_of, number_of, runtime_scalar
+from .tensor import code_of, number_of, raw, runtime_scalar
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -115,6 +115,8 @@ def rounded_to(kind, comp, *args):
 def _binary(fn, kind, takes=None, opmath_scalar=False):
     """``opmath_scalar``: eager's float16 kernel reads a scalar operand in float32
     (``mul``, ``div``); the others round it to float16 first."""
+    reduced = correctly_rounded(fn) if fn in (P.atan2, P.power) else fn
+
     def lower(a, b, *, alpha=None):
         if fn is P.subtract:
             _check_sub(a, b)
@@ -130,7 +132,7 @@ def _binary(fn, kind, takes=None, opmath_scalar=False):
             if comp != out and fn in (P.add, P.subtract):
                 return _add_scaled(a, b, x, y, -scale if fn is P.subtract else scale, out)
             y = y * scale
-        r = fn(x, y)
+        r = (fn if comp == out else reduced)(x, y)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
 
@@ -270,8 +272,15 @@ def _pow(a, b):
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         # a Python exponent is baked into the program (x ** 2 becomes x * x)
         e = number_of(b if via is None else number_of(b, via), comp)
-        return down(P.power(operand(a, comp), e), out)
-    return down(P.power(operand(a, comp, via), operand(b, comp, via)), out)
+        x = operand(a, comp)
+        if comp == out or e in (2, 3, 0.5, -1):  # float16: in float32 as eager's, x * x...
+            return down(P.power(x, e), out)
+        if e in (-0.5, -2):  # eager's 1 / sqrt(x) and 1 / (x * x)
+            one = runtime_scalar(1, comp)
+            return down(one / (P.sqrt(x) if e == -0.5 else x * x), out)
+        return down(correctly_rounded(P.power)(x, runtime_scalar(e, comp)), out)
+    x, y = operand(a, comp, via), operand(b, comp, via)
+    return down(P.power(x, y) if comp == out else correctly_rounded(P.power)(x, y), out)
 
 
 _register(_variants(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"), _pow)
@@ -291,7 +300,8 @@ def _gelu(a, *, approximate="none"):
     if approximate == "tanh":
         inner = runtime_scalar(math.sqrt(2 / math.pi), code) * (
             x + runtime_scalar(0.044715, code) * x * x * x)
-        return down(half * x * (runtime_scalar(1, code) + P.tanh(inner)), v._node.dtype)
+        tanh = P.tanh if code == v._node.dtype else correctly_rounded(P.tanh)
+        return down(half * x * (runtime_scalar(1, code) + tanh(inner)), v._node.dtype)
     def gelu(erf):
         return down(x * half * (runtime_scalar(1, code) + erf(x * runtime_scalar(
             math.sqrt(0.5), code))), v._node.dtype)
@@ -618,25 +628,36 @@ def _mm(op):
 
 def _addmm(bias, a, b, *, beta=1, alpha=1):
     _same_dtype("addmm", a, b)
-    return _scaled_sum(bias, _product(a, b), beta, alpha, value(a)._node.dtype)
+    return _scaled_sum(bias, _product(a, b), beta, alpha, value(a))
 
 
 def _addbmm(bias, a, b, *, beta=1, alpha=1):
-    """``beta * bias + alpha * (a[0] @ b[0] + a[1] @ b[1] + ...)``."""
+    """``beta * bias + alpha * (a[0] @ b[0] + a[1] @ b[1] + ...)``; in float16, as
+    eager's loop of ``addmm_`` over the batch, rounding after each."""
     _same_dtype("addbmm", a, b)
-    return _scaled_sum(bias, RD.sum(_product(a, b), axis=0), beta, alpha,
-                       value(a)._node.dtype)
+    x, y = value(a), value(b)
+    code = x._node.dtype
+    if opmath(code) == code or not x.shape[0]:
+        return _scaled_sum(bias, RD.sum(_product(a, b), axis=0), beta, alpha, x)
+    out = bias
+    for i in range(x.shape[0]):
+        out = raw(_scaled_sum(out, S.matmul(up(x[i]), up(y[i])), beta if i == 0 else 1,
+                              alpha, x[i]))
+    return out.value
 
 
-def _scaled_sum(bias, prod, beta, alpha, out):
-    """``beta * bias + alpha * prod``, rounded once to ``out`` (as eager's gemm)."""
-    code = prod._node.dtype
+def _scaled_sum(bias, prod, beta, alpha, a):
+    """``beta * bias + alpha * prod``, rounded once to ``a``'s dtype (eager's gemm).
+    With nothing to sum over, eager's ``addmm`` scales ``bias`` by ``beta`` in the
+    result's dtype (a float16 ``beta`` is rounded first)."""
+    code, out = prod._node.dtype, a._node.dtype
     if alpha != 1:
         prod = prod * operand(alpha, code)
     if beta == 0:
         return down(prod, out)
+    via = out if a.ndim == 2 and a.shape[1] == 0 and code != out else None
     c = operand(bias, code)
-    return down((c if beta == 1 else c * operand(beta, code)) + prod, out)
+    return down((c if beta == 1 else c * operand(beta, code, via)) + prod, out)
 
 
 _register([aten.mm.default], _mm("mm"))

@@ -131,8 +131,8 @@ def correctly_rounded(fn):
     """``fn`` of a float32 value, correctly rounded to float32 (float64's, rounded):
     eager's float16 ``exp``, ``log``, ``tanh``... are its float32 functions rounded,
     and those are correctly rounded far more often than lazyrt's float32 ones."""
-    def wide(x):
-        return P.astype(fn(P.astype(x, D.float64)), D.float32)
+    def wide(*args):
+        return P.astype(fn(*(P.astype(x, D.float64) for x in args)), D.float32)
     return wide
 
 
