@@ -65,8 +65,11 @@ def _div_mode(a, b, *, rounding_mode=None):
     x, y = operand(a, comp), operand(b, comp)  # float16: eager's float32, scalar too
     if rounding_mode == "floor":
         return down(P.floor_divide(x, y), out)  # NumPy's floor division is torch's (Python's)
-    if comp in D.FLOATING:  # a float16 quotient is rounded before eager truncates it
-        return down(P.trunc(up(down(P.divide(x, y), out))), out)
+    if comp in D.FLOATING:
+        q = P.divide(x, y)
+        if isinstance(b, torch.Tensor) and b.dim():  # eager truncates a float16 quotient
+            q = up(down(q, out))  # (a scalar divisor's, in float32)
+        return down(P.trunc(q), out)
     q = P.floor_divide(x, y)  # integer truncation: floor, moved toward zero
     inexact = P.logical_and(P.remainder(x, y) != runtime_scalar(0, comp),
                             (x < runtime_scalar(0, comp)) != (y < runtime_scalar(0, comp)))

@@ -157,7 +157,8 @@ def _unary(fn, kind, takes=None, reduced=None):
         comp, out = promoted(kind, a)
         if takes is not None:
             _check_takes(takes, out if out != D.BOOL else comp)
-        r = (fn if reduced is None or comp == out else reduced)(operand(a, comp))
+        x = operand(a, comp)
+        r = fn(x) if reduced is None or comp == out else reduced(x, out)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
 
@@ -254,9 +255,25 @@ for _packet, _fn, _kind in BINARY:
                         "Scalar_Tensor"),
               _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
                       _packet in _OPMATH_SCALAR))
+def _rsqrt_reduced(x, out):
+    """rsqrt: eager's float16 vector loop rounds ``1 / sqrt(x)`` once, its scalar
+    remainder rounds ``sqrt(x)`` to float16 first."""
+    one = runtime_scalar(1, D.FLOAT32)
+    vector = correctly_rounded(P.rsqrt)(x)
+    tail = scalar_remainder(x.shape, (), torch.float16)
+    if tail is False:
+        return vector
+    scalar = one / up(down(P.sqrt(x), out))
+    return scalar if tail is True else S.where(tail, scalar, vector)
+
+
 #: eager's own float32 formulas of float16 ops (:mod:`.opmath`)
-_REDUCED_FORMULA = {aten.erf: vectorized_erf, aten.sigmoid: vectorized_sigmoid}
-_REDUCED_FORMULA.update((p, correctly_rounded(fn)) for p, fn, kind in UNARY
+#: (float32 operand, result dtype) -> float32 result
+_REDUCED_FORMULA = {aten.erf: lambda x, out: vectorized_erf(x),
+                    aten.sigmoid: lambda x, out: vectorized_sigmoid(x),
+                    aten.rsqrt: _rsqrt_reduced}
+_REDUCED_FORMULA.update((p, lambda x, out, fn=fn: correctly_rounded(fn)(x))
+                        for p, fn, kind in UNARY
                         if kind is KIND.INT_TO_FLOAT and p not in _REDUCED_FORMULA)
 
 for _packet, _fn, _kind in UNARY:

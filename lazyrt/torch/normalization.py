@@ -8,8 +8,8 @@ the planner fuses the reductions and their pointwise neighbours as before.
 
 float16 (:data:`.operands.REDUCED_PRECISION`) takes eager's CPU kernels'
 roundings: ``log_softmax`` rounds the sum and its log to float16 before the
-last subtraction, ``layer_norm`` returns float16 mean and rstd; the backwards
-and float16 softmax go on to torch's decompositions (float32 inside). Forms
+last subtraction, ``layer_norm`` returns float16 mean and rstd; the backwards go on
+to torch's decompositions (float32 inside). Forms
 these do not take (0-d or empty inputs) return ``NotImplemented`` and go on to
 torch's decompositions, as before.
 """
@@ -25,7 +25,7 @@ from ..api import pointwise as P
 from ..api import reductions as RD
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
 from .operands import down, opmath, up, value
-from .opmath import fused_multiply_add
+from .opmath import correctly_rounded, fused_multiply_add
 from .tensor import code_of, runtime_scalar
 
 aten = torch.ops.aten
@@ -44,6 +44,8 @@ def _as(x, code):
 
 def _softmax(x, dim, half_to_float=False):
     x = value(x)
+    if not half_to_float and _reduced(x):
+        return _softmax_reduced(x, dim)
     if half_to_float or not _taken(x):
         return NotImplemented
     e = P.exp(x - S.max(x, dim, keepdims=True))
@@ -58,6 +60,13 @@ def _log_softmax(x, dim, half_to_float=False):
         return NotImplemented
     shifted = x - S.max(x, dim, keepdims=True)
     return shifted - P.log(S.sum(P.exp(shifted), dim, keepdims=True))
+
+
+def _softmax_reduced(x, dim):
+    """eager's float16 kernel: ``exp(x - max)`` in float32, times ``1 / sum``."""
+    e = correctly_rounded(P.exp)(up(x) - up(S.max(x, dim, keepdims=True)))
+    total = P.astype(S.sum(e, dim, keepdims=True), D.float32)
+    return down(e * (runtime_scalar(1.0, D.FLOAT32) / total), x._node.dtype)
 
 
 def _reduced(x):
