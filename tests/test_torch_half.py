@@ -62,6 +62,8 @@ def test_scalar_is_read_in_float32_as_eager_does(torch_backend):
                                                 torch.arange(100).to(t.device),
                                                 reduction="none")),
     ("mean", lambda t: t.view(100, 100).mean(-1)),
+    ("prod of 5", lambda t: (t.view(2000, 5) / 4).prod(-1)),
+    ("prod of 10, dim 0", lambda t: (t.view(10, 1000) / 4).prod(0)),
 ])
 def test_ops_are_bit_equal_to_eager_on_random_values(torch_backend, name, fn):
     x = _random_half(scale=3.0)

@@ -36,6 +36,7 @@ from . import division as _division  # noqa: F401  (registers div modes, remaind
 from . import fused_optim as _fused_optim  # noqa: F401  (registers _fused_adam, _fused_sgd)
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
+from . import matmul as _matmul  # noqa: F401  (registers mm, addmm, bmm...)
 from . import normalization as _normalization  # noqa: F401  (softmax, layer norm)
 from . import views as _views  # noqa: F401  (views, splits, scatters, cat)
 from .operands import check_devices

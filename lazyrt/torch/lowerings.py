@@ -28,9 +28,9 @@ from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
-from .opmath import (correctly_rounded, fused_multiply_add, scalar_remainder,
-                     vectorized_erf, vectorized_sigmoid)
-from .tensor import code_of, number_of, raw, runtime_scalar
+from .opmath import (add_scaled, correctly_rounded, float16_product, fused_multiply_add,
+                     scalar_remainder, vectorized_erf, vectorized_rsqrt, vectorized_sigmoid)
+from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -130,25 +130,11 @@ def _binary(fn, kind, takes=None, opmath_scalar=False):
         if alpha is not None and alpha != 1:
             scale = operand(alpha, comp, via)
             if comp != out and fn in (P.add, P.subtract):
-                return _add_scaled(a, b, x, y, -scale if fn is P.subtract else scale, out)
+                return add_scaled(a, b, x, y, -scale if fn is P.subtract else scale, out)
             y = y * scale
         r = (fn if comp == out else reduced)(x, y)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
-
-
-def _add_scaled(a, b, x, y, scale, out):
-    """float16 ``x + scale * y`` as eager's kernel computes it: a float32 FMA in
-    its vectorized loop, float16 arithmetic (``scale * y`` rounded first) in the
-    loop's scalar remainder."""
-    fused = down(fused_multiply_add(y, scale, x), out)
-    shape = torch.broadcast_shapes(*(tuple(t.shape) for t in (a, b)
-                                     if isinstance(t, torch.Tensor)))
-    tail = scalar_remainder(shape, (a, b))
-    if tail is False:
-        return fused
-    plain = down(x + up(down(y * scale, out)), out)
-    return plain if tail is True else S.where(tail, plain, fused)
 
 
 def _unary(fn, kind, takes=None, reduced=None):
@@ -255,23 +241,11 @@ for _packet, _fn, _kind in BINARY:
                         "Scalar_Tensor"),
               _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
                       _packet in _OPMATH_SCALAR))
-def _rsqrt_reduced(x, out):
-    """rsqrt: eager's float16 vector loop rounds ``1 / sqrt(x)`` once, its scalar
-    remainder rounds ``sqrt(x)`` to float16 first."""
-    one = runtime_scalar(1, D.FLOAT32)
-    vector = correctly_rounded(P.rsqrt)(x)
-    tail = scalar_remainder(x.shape, (), torch.float16)
-    if tail is False:
-        return vector
-    scalar = one / up(down(P.sqrt(x), out))
-    return scalar if tail is True else S.where(tail, scalar, vector)
-
-
 #: eager's own float32 formulas of float16 ops (:mod:`.opmath`)
 #: (float32 operand, result dtype) -> float32 result
 _REDUCED_FORMULA = {aten.erf: lambda x, out: vectorized_erf(x),
                     aten.sigmoid: lambda x, out: vectorized_sigmoid(x),
-                    aten.rsqrt: _rsqrt_reduced}
+                    aten.rsqrt: vectorized_rsqrt}
 _REDUCED_FORMULA.update((p, lambda x, out, fn=fn: correctly_rounded(fn)(x))
                         for p, fn, kind in UNARY
                         if kind is KIND.INT_TO_FLOAT and p not in _REDUCED_FORMULA)
@@ -513,7 +487,8 @@ def _dims_of_0d(x, dim):
 def _accumulate(reduce):
     """torch's sum/prod: ints and bool accumulate in int64 unless ``dtype`` says
     otherwise; the result keeps the (cast) input's dtype (lazyrt's bool sum is int64).
-    float16 accumulates in float32, as eager's: its float32 result rounded once."""
+    float16 accumulates in float32, as eager's: its float32 result rounded once (but
+    a short product, :func:`.opmath.float16_product`)."""
     def lower(a, dim=None, keepdim=False, *, dtype=None):
         x = value(a)
         if dtype is not None:
@@ -522,6 +497,10 @@ def _accumulate(reduce):
             x = P.astype(x, D.int64)
         if _dims_of_0d(x, dim):
             return P.astype(x, x.dtype)
+        if reduce is RD.prod and opmath(x._node.dtype) != x._node.dtype:
+            product = float16_product(x, _dims(dim), keepdim)
+            if product is not None:
+                return product
         wide = up(x)
         return down(P.astype(reduce(wide, _dims(dim), keepdim), wide.dtype), x._node.dtype)
     return lower
@@ -620,66 +599,3 @@ _register([aten.max.dim], _max_dim(S.max, S.argmax))
 _register([aten.min.dim], _max_dim(S.min, S.argmin))
 _register([aten.argmax.default], _arg(S.argmax))
 _register([aten.argmin.default], _arg(S.argmin))
-
-
-# --- matmul ---------------------------------------------------------------------------
-
-def _same_dtype(op, a, b):
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"lazyrt.torch: {op}: expected both operands to have the same "
-                           f"dtype, but got {a.dtype} and {b.dtype} (shapes "
-                           f"{tuple(a.shape)} and {tuple(b.shape)})")
-
-
-def _product(a, b):
-    """``a @ b`` in eager's computation dtype (float16 products accumulate in float32)."""
-    return S.matmul(up(value(a)), up(value(b)))
-
-
-def _mm(op):
-    def lower(a, b):
-        _same_dtype(op, a, b)
-        return down(_product(a, b), value(a)._node.dtype)
-    return lower
-
-
-def _addmm(bias, a, b, *, beta=1, alpha=1):
-    _same_dtype("addmm", a, b)
-    return _scaled_sum(bias, _product(a, b), beta, alpha, value(a))
-
-
-def _addbmm(bias, a, b, *, beta=1, alpha=1):
-    """``beta * bias + alpha * (a[0] @ b[0] + a[1] @ b[1] + ...)``; in float16, as
-    eager's loop of ``addmm_`` over the batch, rounding after each."""
-    _same_dtype("addbmm", a, b)
-    x, y = value(a), value(b)
-    code = x._node.dtype
-    if opmath(code) == code or not x.shape[0]:
-        return _scaled_sum(bias, RD.sum(_product(a, b), axis=0), beta, alpha, x)
-    out = bias
-    for i in range(x.shape[0]):
-        out = raw(_scaled_sum(out, S.matmul(up(x[i]), up(y[i])), beta if i == 0 else 1,
-                              alpha, x[i]))
-    return out.value
-
-
-def _scaled_sum(bias, prod, beta, alpha, a):
-    """``beta * bias + alpha * prod``, rounded once to ``a``'s dtype (eager's gemm).
-    With nothing to sum over, eager's ``addmm`` scales ``bias`` by ``beta`` in the
-    result's dtype (a float16 ``beta`` is rounded first)."""
-    code, out = prod._node.dtype, a._node.dtype
-    if alpha != 1:
-        prod = prod * operand(alpha, code)
-    if beta == 0:
-        return down(prod, out)
-    via = out if a.ndim == 2 and a.shape[1] == 0 and code != out else None
-    c = operand(bias, code)
-    return down((c if beta == 1 else c * operand(beta, code, via)) + prod, out)
-
-
-_register([aten.mm.default], _mm("mm"))
-_register([aten.bmm.default], _mm("bmm"))
-_register([aten.dot.default], _mm("dot"))
-_register([aten.mv.default], _mm("mv"))
-_register([aten.addmm.default, aten.baddbmm.default], _addmm)
-_register([aten.addbmm.default], _addbmm)

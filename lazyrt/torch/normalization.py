@@ -69,9 +69,9 @@ def _softmax_reduced(x, dim):
     return down(e * (runtime_scalar(1.0, D.FLOAT32) / total), x._node.dtype)
 
 
-def _reduced(x):
+def _reduced(x, empty=False):
     code = x._node.dtype
-    return opmath(code) != code and x.ndim and x.size
+    return opmath(code) != code and x.ndim and (x.size or empty)
 
 
 def _log_softmax_reduced(x, dim):
@@ -127,7 +127,7 @@ def _norm_axes(x, normalized_shape):
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     """(out, mean, rstd), mean and rstd keeping the normalized axes as size 1."""
     v = value(x)
-    if _reduced(v) and _norm_axes(v, normalized_shape) is not None:
+    if _reduced(v, empty=True) and _norm_axes(v, normalized_shape) is not None:
         return _layer_norm_reduced(v, _norm_axes(v, normalized_shape), weight, bias, eps)
     axes = _norm_axes(v, normalized_shape) if _taken(v) else None
     if axes is None:  # a wrong normalized_shape gets eager's error from the decomposition

@@ -11,6 +11,8 @@ float32 difference of one bit:
 - ``erf``, which eager computes with Abramowitz and Stegun's 7.1.26 polynomial
   (absolute error up to 1.5e-7, more than a float16 rounding hides near 0 and,
   through ``1 + erf(x)``, in ``F.gelu`` below -2): :func:`vectorized_erf`;
+- ``prod`` of fewer than 64 float16 values, which eager multiplies one by one
+  in float16 (:func:`float16_product`);
 - kernels whose vectorized loop and its scalar remainder round differently
   (``add`` with ``alpha``, ``rsqrt``, ``gelu``): eager's result depends on where
   an element falls in the loop, which :func:`scalar_remainder` reproduces for
@@ -33,7 +35,9 @@ import torch
 
 from .. import dtypes as D
 from ..api import creation as C
+from ..api import manipulation as M
 from ..api import pointwise as P
+from .. import _recorder_shapes as S
 from .tensor import runtime_scalar
 
 
@@ -140,3 +144,53 @@ def vectorized_sigmoid(x):
     """eager's float32 sigmoid, ``1 / (1 + exp(-x))``, its exp correctly rounded."""
     one = _f32(1.0)
     return one / (one + correctly_rounded(P.exp)(P.negative(x)))
+
+
+#: eager multiplies a float16 product of fewer values one by one, each rounded
+SEQUENTIAL_PRODUCT = 64
+
+
+def float16_product(x, axes, keepdims):
+    """The product of float16 ``x`` over ``axes`` (None: all) as eager's kernel
+    takes it when they hold fewer than :data:`SEQUENTIAL_PRODUCT` values: one
+    multiply at a time in index order, each rounded to float16. None where they
+    hold more (eager's vectorized order then)."""
+    axes = tuple(range(x.ndim)) if axes is None else tuple(a % x.ndim for a in axes)
+    kept = tuple(a for a in range(x.ndim) if a not in axes)
+    n = math.prod(x.shape[a] for a in axes)
+    if not 0 < n < SEQUENTIAL_PRODUCT:
+        return None
+    rows = M.reshape(M.permute_dims(x, kept + axes), tuple(x.shape[a] for a in kept) + (n,))
+    out = rows[..., 0]
+    for k in range(1, n):
+        out = out * rows[..., k]  # float16 * float16: rounded to float16
+    if keepdims:
+        out = M.reshape(out, tuple(1 if a in axes else x.shape[a] for a in range(x.ndim)))
+    return P.astype(out, x.dtype)
+
+
+def add_scaled(a, b, x, y, scale, out):
+    """float16 ``x + scale * y`` as eager's kernel computes it: a float32 FMA in
+    its vectorized loop, float16 arithmetic (``scale * y`` rounded first) in the
+    loop's scalar remainder."""
+    fused = P.astype(fused_multiply_add(y, scale, x), D.DTYPES[out])
+    shape = torch.broadcast_shapes(*(tuple(t.shape) for t in (a, b)
+                                     if isinstance(t, torch.Tensor)))
+    tail = scalar_remainder(shape, (a, b))
+    if tail is False:
+        return fused
+    plain = P.astype(x + P.astype(P.astype(y * scale, D.DTYPES[out]), D.float32),
+                      D.DTYPES[out])
+    return plain if tail is True else S.where(tail, plain, fused)
+
+
+def vectorized_rsqrt(x, out):
+    """rsqrt: eager's float16 vector loop rounds ``1 / sqrt(x)`` once, its scalar
+    remainder rounds ``sqrt(x)`` to float16 first."""
+    one = _f32(1.0)
+    vector = correctly_rounded(P.rsqrt)(x)
+    tail = scalar_remainder(x.shape, (), torch.float16)
+    if tail is False:
+        return vector
+    scalar = one / P.astype(P.astype(P.sqrt(x), D.DTYPES[out]), D.float32)
+    return scalar if tail is True else S.where(tail, scalar, vector)
