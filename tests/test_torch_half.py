@@ -4,6 +4,9 @@ where its kernels have them, so results are bit-equal to eager CPU torch.
 
 The native API keeps NumPy's rule (a scalar rounded to float16 first, a
 rounding after every primitive): ``test_native_api_keeps_numpy_rounding``.
+Every test runs on every backend (``backend``: jax when named in
+``LAZYRT_TEST_BACKENDS``): the rule is casts in the graph, which no backend may
+fold away.
 """
 import copy
 
@@ -16,7 +19,6 @@ import torch.nn.functional as F
 import lazyrt as lr
 import lazyrt.torch as lt
 from lazyrt.torch.testing import assert_same
-from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
 
 def _random_half(n=10_000, scale=10.0, seed=0):
@@ -31,7 +33,7 @@ def _differing(got, want) -> int:
     return int((~same).sum())
 
 
-def test_scalar_is_read_in_float32_as_eager_does(torch_backend):
+def test_scalar_is_read_in_float32_as_eager_does(backend):
     a = torch.tensor([1000.3], dtype=torch.float16)
     assert (a * 0.1).item() == 100.0625  # NumPy's rule gives 100.0
     assert_same(a.to("lazy") * 0.1, a * 0.1)
@@ -65,7 +67,7 @@ def test_scalar_is_read_in_float32_as_eager_does(torch_backend):
     ("prod of 5", lambda t: (t.view(2000, 5) / 4).prod(-1)),
     ("prod of 10, dim 0", lambda t: (t.view(10, 1000) / 4).prod(0)),
 ])
-def test_ops_are_bit_equal_to_eager_on_random_values(torch_backend, name, fn):
+def test_ops_are_bit_equal_to_eager_on_random_values(backend, name, fn):
     x = _random_half(scale=3.0)
     assert _differing(fn(x.to("lazy")), fn(x)) == 0
 
@@ -77,20 +79,24 @@ def test_ops_are_bit_equal_to_eager_on_random_values(torch_backend, name, fn):
     ("addmm", lambda t: torch.addmm(t[:100], t.view(100, 100), t.view(100, 100).T / 100,
                                     beta=0.5, alpha=0.25)),
 ])
-def test_reductions_are_within_one_ulp_of_eager(torch_backend, name, fn):
+def test_reductions_are_within_one_ulp_of_eager(backend, name, fn):
     """Eager sums float16 (and matmul products) in float32 in its own loop's
     order; lazyrt in float64 or its BLAS's order (a float32 difference a float16
-    rounding seldom exposes): at most one float16 ulp, in at most 0.1% of the
-    values."""
+    rounding seldom exposes)."""
     x = _random_half(scale=3.0)
-    got, want = lt.to_cpu(fn(x.to("lazy"))), fn(x)
+    _within_one_ulp(fn(x.to("lazy")), fn(x))
+
+
+def _within_one_ulp(got, want):
+    """At most one float16 ulp apart, in at most 0.1% of the values."""
+    got = lt.to_cpu(got).detach()
     ulp = torch.finfo(torch.float16).eps * want.abs().float().clamp(min=2.0 ** -14)
     assert ((got.float() - want.float()).abs() <= ulp).all()
-    assert _differing(got, want) <= want.numel() // 1000
+    assert _differing(got, want) <= max(1, want.numel() // 1000)
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_is_bit_equal_to_eagers_kernel(torch_backend, approximate):
+def test_gelu_is_bit_equal_to_eagers_kernel(backend, approximate):
     """Against eager's own gelu kernel: torch's oneDNN gelu (which it takes for a
     contiguous float16 tensor where the CPU has AVX-512 FP16) has its own erf."""
     x = _random_half(scale=1.0)
@@ -100,7 +106,7 @@ def test_gelu_is_bit_equal_to_eagers_kernel(torch_backend, approximate):
 
 
 @pytest.mark.parametrize("n", [25, 70, 2100, 40_000])
-def test_add_with_alpha_follows_eagers_vector_loop_and_remainder(torch_backend, n):
+def test_add_with_alpha_follows_eagers_vector_loop_and_remainder(backend, n):
     """Eager fuses ``x + alpha * y`` in its vectorized loop and rounds ``alpha * y``
     first in the scalar remainder: where an element falls decides its bits."""
     x, y = _random_half(n, seed=1), _random_half(n, seed=2)
@@ -108,7 +114,7 @@ def test_add_with_alpha_follows_eagers_vector_loop_and_remainder(torch_backend, 
     assert _differing(torch.add(x.to("lazy"), y.to("lazy"), alpha=-3.125), want) == 0
 
 
-def test_every_finite_float16_matches_eager_in_exp_log_erf(torch_backend):
+def test_every_finite_float16_matches_eager_in_exp_log_erf(backend):
     bits = torch.arange(0, 65536, dtype=torch.int32).to(torch.int16)
     x = bits.view(torch.float16)
     x = x[x.isfinite()]
@@ -116,7 +122,7 @@ def test_every_finite_float16_matches_eager_in_exp_log_erf(torch_backend):
         assert _differing(fn(x.to("lazy")), fn(x)) == 0, fn
 
 
-def test_layer_norm_returns_float16_mean_and_rstd_as_eager(torch_backend):
+def test_layer_norm_returns_float16_mean_and_rstd_as_eager(backend):
     torch.manual_seed(0)
     x, w, b = (torch.randn(50, 3) * 3).half(), torch.randn(3).half(), torch.randn(3).half()
     want = torch.native_layer_norm(x, (3,), w, b, 1e-5)
@@ -140,7 +146,7 @@ OPTIMIZERS = {
 
 
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
-def test_float16_mlp_trained_five_steps_equals_eager(torch_backend, optimizer):
+def test_float16_mlp_trained_five_steps_equals_eager(backend, optimizer):
     eager = _mlp()
     lazy = lt.lazy(copy.deepcopy(eager))
     opts = [OPTIMIZERS[optimizer](m.parameters()) for m in (eager, lazy)]
@@ -154,10 +160,22 @@ def test_float16_mlp_trained_five_steps_equals_eager(torch_backend, optimizer):
             opt.step()
         lt.mark_step()
     for p, q in zip(eager.parameters(), lazy.parameters()):
-        assert _differing(q, p.detach()) == 0
+        if backend == "jax":  # XLA's float32 dot sums in its own order: a rare last bit
+            _within_one_ulp(q, p.detach())
+        else:
+            assert _differing(q, p.detach()) == 0
 
 
 def test_native_api_keeps_numpy_rounding(backend):
     x = np.array([1000.3], np.float16)
     got = (lr.asarray(x) * 0.1).numpy()
     assert got.dtype == np.float16 and got[0] == (x * np.float16(0.1))[0] == 100.0
+
+
+def test_rounding_to_float16_between_float32_ops_is_kept(backend):
+    """The opmath rule is casts in the graph: no pass or emitter may fold a
+    float32 -> float16 -> float32 pair (log_softmax's float16 sum relies on it)."""
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(3)) * 100
+    fn = lambda t: t.half().float() * 3 - t  # noqa: E731
+    assert_same(fn(x.to("lazy")), fn(x))
+    assert lt.to_cpu(fn(x.to("lazy"))).abs().max() > 0  # the rounding is visible
