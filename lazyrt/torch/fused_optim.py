@@ -36,6 +36,7 @@ from ..api import pointwise as P
 from .. import _recorder_shapes as S
 from .lowerings import LOWERINGS
 from .operands import opmath, value
+from .opmath import fused_multiply_add
 from .tensor import LazyTensor, raw, runtime_scalar
 
 aten = torch.ops.aten
@@ -46,6 +47,33 @@ def _eager(overload, *args, **kwargs):
     as eager rounds it."""
     return LOWERINGS[overload](*(raw(a) if isinstance(a, R.TensorBase) else a
                                  for a in args), **kwargs)
+
+
+def _fused_reduced_step(x, g, m, v, vmax, step, *, lr, beta1, beta2, weight_decay, eps,
+                        decoupled):
+    """One float16 parameter's step as eager's fused CPU kernel takes it: in float32
+    throughout (lerp's multiply-add fused), each stored tensor rounded once."""
+    code = x._node.dtype
+    f32 = D.float32
+    sc = _Scalars(D.FLOAT32)
+    p, g, m, v = (P.astype(t, f32) for t in (x, g, m, v))
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (sc(1 - lr * weight_decay) if isinstance(lr, float)
+                     else P.astype(runtime_scalar(1.0, D.FLOAT64) - P.astype(lr, D.float64)
+                                   * runtime_scalar(weight_decay, D.FLOAT64), f32))
+        else:
+            g = g + p * sc(weight_decay)
+    m = fused_multiply_add(sc(1 - beta1), g - m, m)
+    v = v * sc(beta2) + sc(1 - beta2) * g * g
+    step_size, bc2_sqrt = _step_size_and_bc2(step, lr, beta1, beta2, D.FLOAT32, sc)
+    if vmax is not None:
+        vmax = P.maximum(P.astype(vmax, f32), v)
+    denom = P.sqrt(v if vmax is None else vmax) / bc2_sqrt + sc(eps)
+    p = p + step_size * m / denom
+    out = D.DTYPES[code]
+    return (P.astype(p, out), P.astype(m, out), P.astype(v, out),
+            None if vmax is None else P.astype(vmax, out))
 
 
 def _reduced_step(x, g, m, v, vmax, step, *, lr, beta1, beta2, weight_decay, eps,
@@ -156,8 +184,10 @@ def adam_values(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *,
         out_g.append(kept(g, grads[i]))
         if maximize:
             g = P.negative(g)
-        if code != opmath(code) and isinstance(steps[i], torch.Tensor):
-            x, m_new, v_new, big = _reduced_step(
+        if code != opmath(code):
+            step_of = _reduced_step if isinstance(steps[i], torch.Tensor) else \
+                _fused_reduced_step
+            x, m_new, v_new, big = step_of(
                 x, g, m, v, max_exp_avg_sqs[i] if amsgrad else None, steps[i], lr=lr,
                 beta1=beta1, beta2=beta2, weight_decay=weight_decay, eps=eps,
                 decoupled=decoupled)
