@@ -64,6 +64,7 @@ def test_scalar_is_read_in_float32_as_eager_does(backend):
                                                 torch.arange(100).to(t.device),
                                                 reduction="none")),
     ("mean", lambda t: t.view(100, 100).mean(-1)),
+    ("cumsum", lambda t: t.view(100, 100).cumsum(-1)),
     ("prod of 5", lambda t: (t.view(2000, 5) / 4).prod(-1)),
     ("prod of 10, dim 0", lambda t: (t.view(10, 1000) / 4).prod(0)),
 ])
