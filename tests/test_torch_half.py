@@ -123,6 +123,17 @@ def test_every_finite_float16_matches_eager_in_exp_log_erf(backend):
         assert _differing(fn(x.to("lazy")), fn(x)) == 0, fn
 
 
+@pytest.mark.parametrize("act", [F.silu, torch.sigmoid, torch.tanh, F.leaky_relu, F.elu])
+def test_activation_gradients_are_bit_equal_to_eager(backend, act):
+    """Eager's backward kernels: silu's in float32 (torch would decompose it in
+    float16 above the lazy device), sigmoid's in float16 arithmetic."""
+    x, grad = _random_half(6400, scale=2.0, seed=4), _random_half(6400, scale=1.0, seed=5)
+    xe, xl = x.clone().requires_grad_(), x.to("lazy").requires_grad_()
+    act(xe).backward(grad)
+    act(xl).backward(grad.to("lazy"))
+    assert _differing(xl.grad, xe.grad) == 0
+
+
 def test_layer_norm_returns_float16_mean_and_rstd_as_eager(backend):
     torch.manual_seed(0)
     x, w, b = (torch.randn(50, 3) * 3).half(), torch.randn(3).half(), torch.randn(3).half()

@@ -30,6 +30,7 @@ from ..api import creation as C
 from ..errors import DTypeError, PerformanceWarning, ShapeError
 from ..metrics import metrics
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
+from . import activations as _activations  # noqa: F401  (tanh/sigmoid/silu backward)
 from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
 from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
 from . import division as _division  # noqa: F401  (registers div modes, remainder, fmod)

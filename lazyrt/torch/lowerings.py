@@ -438,18 +438,6 @@ _register([aten.threshold_backward.default], _threshold_backward)
 _register([aten.clamp.default, aten.clamp.Tensor], _clamp)
 _register([aten.clamp_min.default, aten.clamp_min.Tensor], lambda a, lo: _clamp(a, lo))
 _register([aten.clamp_max.default, aten.clamp_max.Tensor], lambda a, hi: _clamp(a, None, hi))
-def _tanh_backward(grad, out):
-    g, y = up(value(grad)), up(value(out))
-    return down(g * (runtime_scalar(1, y._node.dtype) - y * y), value(grad)._node.dtype)
-
-
-def _sigmoid_backward(grad, out):
-    g, y = up(value(grad)), up(value(out))
-    return down(g * (runtime_scalar(1, y._node.dtype) - y) * y, value(grad)._node.dtype)
-
-
-_register([aten.tanh_backward.default], _tanh_backward)
-_register([aten.sigmoid_backward.default], _sigmoid_backward)
 
 
 def _to_dtype(a, dtype=None, **_ignored):
