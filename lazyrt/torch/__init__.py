@@ -21,6 +21,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .._source_lines import skip_source_dir as _skip_source_dir
+from . import activations as _activations
 from . import dispatch as _dispatch
 from . import factories as _factories
 from . import meta as _meta
@@ -34,6 +35,7 @@ __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
 
 _factories.install()
 _dispatch.install_cross_device_copy()  # cpu_tensor.copy_(lazy_tensor) is a barrier
+_activations.install()  # silu_backward reaches the lazy dispatcher whole (activations.py)
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
 # a node's source line is the user's model or training code, not torch's module

@@ -32,12 +32,14 @@ from ..api import creation as C
 from ..errors import DTypeError, PerformanceWarning, ShapeError
 from ..metrics import metrics
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
+from . import activations as _activations  # noqa: F401  (tanh/sigmoid/silu backward)
 from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
 from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
 from . import division as _division  # noqa: F401  (registers div modes, remainder, fmod)
 from . import fused_optim as _fused_optim  # noqa: F401  (registers _fused_adam, _fused_sgd)
 from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
 from . import losses as _losses  # noqa: F401  (registers nll_loss)
+from . import matmul as _matmul  # noqa: F401  (registers mm, addmm, bmm...)
 from . import normalization as _normalization  # noqa: F401  (softmax, layer norm)
 from . import views as _views  # noqa: F401  (views, splits, scatters, cat)
 from .operands import check_devices

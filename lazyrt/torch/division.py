@@ -13,7 +13,7 @@ from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..api import pointwise as P
 from .lowerings import _EAGER_TAKES, LOWERINGS, _binary, _check_takes, _register
-from .operands import KIND, cpu_scalar, operand, promoted
+from .operands import KIND, cpu_scalar, down, operand, promoted, up
 from .tensor import LazyTensor, defer_error, runtime_scalar
 
 aten = torch.ops.aten
@@ -62,11 +62,14 @@ def _div_mode(a, b, *, rounding_mode=None):
         return LOWERINGS[aten.div.Tensor](a, b)
     comp, out = promoted(KIND.DEFAULT, a, b)
     _check_divisor(a, b, comp)
-    x, y = operand(a, comp), operand(b, comp)
+    x, y = operand(a, comp), operand(b, comp)  # float16: eager's float32, scalar too
     if rounding_mode == "floor":
-        return P.floor_divide(x, y)  # NumPy's floor division is torch's (Python's)
+        return down(P.floor_divide(x, y), out)  # NumPy's floor division is torch's (Python's)
     if comp in D.FLOATING:
-        return P.trunc(P.divide(x, y))
+        q = P.divide(x, y)
+        if isinstance(b, torch.Tensor) and b.dim():  # eager truncates a float16 quotient
+            q = up(down(q, out))  # (a scalar divisor's, in float32)
+        return down(P.trunc(q), out)
     q = P.floor_divide(x, y)  # integer truncation: floor, moved toward zero
     inexact = P.logical_and(P.remainder(x, y) != runtime_scalar(0, comp),
                             (x < runtime_scalar(0, comp)) != (y < runtime_scalar(0, comp)))
@@ -77,8 +80,8 @@ def _fmod(a, b):
     """C's truncated remainder (sign of the dividend), from lazyrt's floored one.
     Exact for integers; a float result would need ``fmod`` itself (floored
     remainder minus the divisor rounds), so floats take the counted fallback."""
-    comp, _ = promoted(KIND.DEFAULT, a, b)
-    _check_takes(_EAGER_TAKES["fmod"], comp)
+    comp, out = promoted(KIND.DEFAULT, a, b)
+    _check_takes(_EAGER_TAKES["fmod"], out)
     if comp in D.FLOATING:
         return NotImplemented
     _check_divisor(a, b, comp)

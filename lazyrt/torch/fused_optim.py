@@ -17,7 +17,10 @@ op, so a lazy step rounds as torch's ``foreach`` and for-loop steps do:
 - ``lr`` and the other hyper-parameters are runtime scalars, so a learning-rate
   schedule never recompiles;
 - ``grad_scale`` divides the gradients and a nonzero ``found_inf`` keeps every
-  tensor as it was (AMP's contract for these ops).
+  tensor as it was (AMP's contract for these ops);
+- float16 parameters take eager's ops themselves (the lowerings of ``lerp``,
+  ``addcmul``, ``addcdiv``...), so each rounds once as eager's does: the step
+  matches eager's for-loop and ``foreach`` steps bit for bit.
 
 :mod:`lazyrt.torch.optim` routes Adam/AdamW's ``foreach`` path here on lazy
 parameters. (``_fused_sgd_`` has no Meta kernel in torch, so functionalization
@@ -27,14 +30,76 @@ from __future__ import annotations
 
 import torch
 
+from .. import _recorder as R
 from .. import dtypes as D
 from ..api import pointwise as P
 from .. import _recorder_shapes as S
 from .lowerings import LOWERINGS
-from .operands import value
-from .tensor import LazyTensor, runtime_scalar
+from .operands import opmath, value
+from .opmath import fused_multiply_add
+from .tensor import LazyTensor, raw, runtime_scalar
 
 aten = torch.ops.aten
+
+
+def _eager(overload, *args, **kwargs):
+    """``overload``'s lowering on lazyrt values (and numbers): one eager op, rounded
+    as eager rounds it."""
+    return LOWERINGS[overload](*(raw(a) if isinstance(a, R.TensorBase) else a
+                                 for a in args), **kwargs)
+
+
+def _fused_reduced_step(x, g, m, v, vmax, step, *, lr, beta1, beta2, weight_decay, eps,
+                        decoupled):
+    """One float16 parameter's step as eager's fused CPU kernel takes it: in float32
+    throughout (lerp's multiply-add fused), each stored tensor rounded once."""
+    code = x._node.dtype
+    f32 = D.float32
+    sc = _Scalars(D.FLOAT32)
+    p, g, m, v = (P.astype(t, f32) for t in (x, g, m, v))
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (sc(1 - lr * weight_decay) if isinstance(lr, float)
+                     else P.astype(runtime_scalar(1.0, D.FLOAT64) - P.astype(lr, D.float64)
+                                   * runtime_scalar(weight_decay, D.FLOAT64), f32))
+        else:
+            g = g + p * sc(weight_decay)
+    m = fused_multiply_add(sc(1 - beta1), g - m, m)
+    v = v * sc(beta2) + sc(1 - beta2) * g * g
+    step_size, bc2_sqrt = _step_size_and_bc2(step, lr, beta1, beta2, D.FLOAT32, sc)
+    if vmax is not None:
+        vmax = P.maximum(P.astype(vmax, f32), v)
+    denom = P.sqrt(v if vmax is None else vmax) / bc2_sqrt + sc(eps)
+    p = p + step_size * m / denom
+    out = D.DTYPES[code]
+    return (P.astype(p, out), P.astype(m, out), P.astype(v, out),
+            None if vmax is None else P.astype(vmax, out))
+
+
+def _reduced_step(x, g, m, v, vmax, step, *, lr, beta1, beta2, weight_decay, eps,
+                  decoupled):
+    """One float16 parameter's step, op for op as torch's for-loop and ``foreach``
+    Adam run it (each op an eager op): ``(param, exp_avg, exp_avg_sq, max)``."""
+    if weight_decay != 0:
+        if decoupled:
+            x = _eager(aten.mul.Tensor, x, 1 - lr * weight_decay if isinstance(lr, float)
+                       else raw(runtime_scalar(1.0, lr._node.dtype)
+                                - lr * runtime_scalar(weight_decay, lr._node.dtype)))
+        else:
+            g = _eager(aten.add.Tensor, g, x, alpha=weight_decay)
+    m = _eager(aten.lerp.Scalar, m, g, 1 - beta1)
+    v = _eager(aten.addcmul.default, _eager(aten.mul.Tensor, v, beta2), g, g,
+               value=1 - beta2)
+    s = step.item()
+    bc1, bc2_sqrt = 1 - beta1 ** s, (1 - beta2 ** s) ** 0.5
+    step_size = -(lr / bc1) if isinstance(lr, float) else raw(-(lr / runtime_scalar(
+        bc1, lr._node.dtype)))
+    if vmax is not None:
+        vmax = _eager(aten.maximum.default, vmax, v)
+    denom = _eager(aten.sqrt.default, v if vmax is None else vmax)
+    denom = _eager(aten.add.Tensor, _eager(aten.div.Tensor, denom, bc2_sqrt), eps)
+    x = _eager(aten.addcdiv.default, x, m, denom, value=step_size)
+    return x, m, v, vmax
 
 
 class _Scalars:
@@ -119,6 +184,19 @@ def adam_values(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *,
         out_g.append(kept(g, grads[i]))
         if maximize:
             g = P.negative(g)
+        if code != opmath(code):
+            step_of = _reduced_step if isinstance(steps[i], torch.Tensor) else \
+                _fused_reduced_step
+            x, m_new, v_new, big = step_of(
+                x, g, m, v, max_exp_avg_sqs[i] if amsgrad else None, steps[i], lr=lr,
+                beta1=beta1, beta2=beta2, weight_decay=weight_decay, eps=eps,
+                decoupled=decoupled)
+            if amsgrad:
+                out_max.append(kept(big, max_exp_avg_sqs[i]))
+            out_p.append(kept(x, old_p))
+            out_m.append(kept(m_new, m))
+            out_v.append(kept(v_new, v))
+            continue
         if weight_decay != 0:
             if decoupled:
                 x = x * _as(1 - lr * weight_decay if isinstance(lr, float)

@@ -42,7 +42,7 @@ from ..api import pointwise as P
 from ..api import reductions as RD
 from ..api import sorting as SO
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
-from .operands import value
+from .operands import down, up, value
 from .tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
                      number_of, runtime_scalar)
 
@@ -496,7 +496,9 @@ def _cumulative(fn):
             x = P.astype(x, D.int64)  # torch's rule: integer sums are int64
         if x.ndim == 0:
             return P.astype(x, x.dtype)
-        return fn(x, axis=dim)
+        # float16 accumulates in float32 in eager, each output rounded from it
+        wide = up(x)
+        return down(P.astype(fn(wide, axis=dim), wide.dtype), x._node.dtype)
     return lower
 
 

@@ -11,6 +11,9 @@ promotion kind); the rest (reductions, matmul) are one short function per
 
 Dtypes follow torch: each operand is cast to the computation dtype torch's
 promotion picks before lazyrt sees it, so lazyrt's NumPy rule never decides.
+A float16 op computes in float32 and is rounded once (eager's opmath rule,
+:mod:`.operands`), its Python scalar kept in float32 or rounded to float16
+first as eager's kernel for that op does.
 Shapes come from lazyrt's recorder, never from meta tensors.
 """
 from __future__ import annotations
@@ -24,7 +27,9 @@ from .. import dtypes as D
 from ..api import creation as C
 from ..api import pointwise as P
 from ..api import reductions as RD
-from .operands import KIND, cpu_scalar, operand, promoted, value
+from .operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
+from .opmath import (add_scaled, correctly_rounded, float16_product, fused_multiply_add,
+                     scalar_remainder, vectorized_erf, vectorized_rsqrt, vectorized_sigmoid)
 from .tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
@@ -99,29 +104,47 @@ def _check_takes(takes, comp):
                            f"'{_SCALAR_TYPE_NAMES[comp]}'")
 
 
-def _binary(fn, kind, takes=None):
+def rounded_to(kind, comp, *args):
+    """The dtype eager rounds a float16 op's scalars to before computing in float32
+    (its kernel casts them to the tensors' dtype), or None where it computes in its
+    own dtype anyway."""
+    common = promoted(KIND.NO_OPMATH, *args)[1]
+    return common if common != comp else None
+
+
+def _binary(fn, kind, takes=None, opmath_scalar=False):
+    """``opmath_scalar``: eager's float16 kernel reads a scalar operand in float32
+    (``mul``, ``div``); the others round it to float16 first."""
+    reduced = correctly_rounded(fn) if fn in (P.atan2, P.power) else fn
+
     def lower(a, b, *, alpha=None):
         if fn is P.subtract:
             _check_sub(a, b)
         comp, out = promoted(kind, a, b)
         if takes is not None:
-            _check_takes(takes, comp)
+            _check_takes(takes, out)
         if alpha is not None:
             _check_alpha(out, alpha)
-        x, y = operand(a, comp), operand(b, comp)
+        via = None if opmath_scalar else rounded_to(kind, comp, a, b)
+        x, y = operand(a, comp, via), operand(b, comp, via)
         if alpha is not None and alpha != 1:
-            y = y * operand(alpha, comp)
-        r = fn(x, y)
+            scale = operand(alpha, comp, via)
+            if comp != out and fn in (P.add, P.subtract):
+                return add_scaled(a, b, x, y, -scale if fn is P.subtract else scale, out)
+            y = y * scale
+        r = (fn if comp == out else reduced)(x, y)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
 
 
-def _unary(fn, kind, takes=None):
+def _unary(fn, kind, takes=None, reduced=None):
+    """``reduced``: eager's float32 formula for a float16 input, where not ``fn``'s."""
     def lower(a):
         comp, out = promoted(kind, a)
         if takes is not None:
-            _check_takes(takes, comp)
-        r = fn(operand(a, comp))
+            _check_takes(takes, out if out != D.BOOL else comp)
+        x = operand(a, comp)
+        r = fn(x) if reduced is None or comp == out else reduced(x, out)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
     return lower
 
@@ -210,22 +233,45 @@ UNARY = [
     (aten.signbit, P.signbit, KIND.ALWAYS_BOOL),
 ]
 
+#: ops whose eager float16 kernel reads a scalar operand in float32, not float16
+_OPMATH_SCALAR = {aten.mul, aten.div}
+
 for _packet, _fn, _kind in BINARY:
     _register(_variants(_packet, "Tensor", "Scalar", "default", "Tensor_Scalar",
                         "Scalar_Tensor"),
-              _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__)))
+              _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
+                      _packet in _OPMATH_SCALAR))
+#: eager's own float32 formulas of float16 ops (:mod:`.opmath`)
+#: (float32 operand, result dtype) -> float32 result
+_REDUCED_FORMULA = {aten.erf: lambda x, out: vectorized_erf(x),
+                    aten.sigmoid: lambda x, out: vectorized_sigmoid(x),
+                    aten.rsqrt: vectorized_rsqrt}
+_REDUCED_FORMULA.update((p, lambda x, out, fn=fn: correctly_rounded(fn)(x))
+                        for p, fn, kind in UNARY
+                        if kind is KIND.INT_TO_FLOAT and p not in _REDUCED_FORMULA)
+
 for _packet, _fn, _kind in UNARY:
     _register(_variants(_packet, "default"),
-              _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__)))
+              _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
+                     _REDUCED_FORMULA.get(_packet)))
 _register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
 
 
 def _pow(a, b):
     comp, out = promoted(KIND.DEFAULT, a, b)
+    via = rounded_to(KIND.DEFAULT, comp, a, b)  # eager rounds a float16 op's exponent
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         # a Python exponent is baked into the program (x ** 2 becomes x * x)
-        return P.power(operand(a, comp), number_of(b, comp))
-    return P.power(operand(a, comp), operand(b, comp))
+        e = number_of(b if via is None else number_of(b, via), comp)
+        x = operand(a, comp)
+        if comp == out or e in (2, 3, 0.5, -1):  # float16: in float32 as eager's, x * x...
+            return down(P.power(x, e), out)
+        if e in (-0.5, -2):  # eager's 1 / sqrt(x) and 1 / (x * x)
+            one = runtime_scalar(1, comp)
+            return down(one / (P.sqrt(x) if e == -0.5 else x * x), out)
+        return down(correctly_rounded(P.power)(x, runtime_scalar(e, comp)), out)
+    x, y = operand(a, comp, via), operand(b, comp, via)
+    return down(P.power(x, y) if comp == out else correctly_rounded(P.power)(x, y), out)
 
 
 _register(_variants(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"), _pow)
@@ -238,38 +284,67 @@ def _relu(a):
 
 
 def _gelu(a, *, approximate="none"):
-    x = value(a)
+    v = value(a)
+    x = up(v)
     code = x._node.dtype
     half = runtime_scalar(0.5, code)
     if approximate == "tanh":
         inner = runtime_scalar(math.sqrt(2 / math.pi), code) * (
             x + runtime_scalar(0.044715, code) * x * x * x)
-        return half * x * (runtime_scalar(1, code) + P.tanh(inner))
-    return x * half * (runtime_scalar(1, code) + P.erf(x * runtime_scalar(math.sqrt(0.5), code)))
+        tanh = P.tanh if code == v._node.dtype else correctly_rounded(P.tanh)
+        return down(half * x * (runtime_scalar(1, code) + tanh(inner)), v._node.dtype)
+    def gelu(erf):
+        return down(x * half * (runtime_scalar(1, code) + erf(x * runtime_scalar(
+            math.sqrt(0.5), code))), v._node.dtype)
+    if code == v._node.dtype:
+        return gelu(P.erf)
+    # float16: eager's ATen kernel, its vectorized erf but in its loop's scalar remainder
+    # (torch's oneDNN gelu, where it takes float16, is not followed: see opmath.py)
+    tail = scalar_remainder(x.shape, (a,), torch.float16)
+    if tail is False or tail is True:
+        return gelu(correctly_rounded(P.erf) if tail else vectorized_erf)
+    return S.where(tail, gelu(correctly_rounded(P.erf)), gelu(vectorized_erf))
 
 
 def _where(cond, a, b):
-    comp, _ = promoted(KIND.DEFAULT, a, b)
-    return S.where(operand(cond, D.BOOL), operand(a, comp), operand(b, comp))
+    _, out = promoted(KIND.DEFAULT, a, b)
+    return S.where(operand(cond, D.BOOL), operand(a, out), operand(b, out))
 
 
 def _lerp(start, end, weight):
-    # torch's formula: the branch keeps lerp(a, b, 1) == b exactly
-    comp, _ = promoted(KIND.DEFAULT, start, end, weight)
+    """torch's formula: the branch keeps lerp(a, b, 1) == b exactly. In float16,
+    eager's float32 kernel fuses each branch's multiply-add (FMA), rounded once."""
+    comp, out = promoted(KIND.DEFAULT, start, end, weight)
     a, b = operand(start, comp), operand(end, comp)
     w = operand(weight, comp)
+    fused = comp != out
+
+    def small():
+        return fused_multiply_add(w, b - a, a) if fused else a + w * (b - a)
+
+    def large(one_minus_w):
+        return fused_multiply_add(-(b - a), one_minus_w, b) if fused \
+            else b - (b - a) * one_minus_w
     if isinstance(weight, (int, float)):
-        if abs(weight) < 0.5:
-            return a + w * (b - a)
-        return b - (b - a) * operand(1 - weight, comp)
-    return S.where(P.abs(w) < runtime_scalar(0.5, comp), a + w * (b - a),
-                   b - (b - a) * (runtime_scalar(1, comp) - w))
+        r = small() if abs(weight) < 0.5 else large(
+            runtime_scalar(1, comp) - w if fused else operand(1 - weight, comp))
+    else:
+        r = S.where(P.abs(w) < runtime_scalar(0.5, comp), small(),
+                    large(runtime_scalar(1, comp) - w))
+    return down(r, out)
 
 
 def _addc(fn):
+    """``addcmul`` / ``addcdiv``: in float16, eager's float32 ``self + value * t1 * t2``
+    (with an FMA) and ``self + value * t1 / t2``, rounded once."""
     def lower(self, t1, t2, *, value=1):
-        comp, _ = promoted(KIND.DEFAULT, self, t1, t2)
+        comp, out = promoted(KIND.DEFAULT, self, t1, t2)
         x = operand(self, comp)
+        if comp != out:
+            scaled = operand(value, comp) * operand(t1, comp)
+            if fn is P.multiply:
+                return down(fused_multiply_add(scaled, operand(t2, comp), x), out)
+            return down(x + scaled / operand(t2, comp), out)
         prod = fn(operand(t1, comp), operand(t2, comp))
         return x + (prod if value == 1 else operand(value, comp) * prod)
     return lower
@@ -286,7 +361,7 @@ def _clamp(a, lo=None, hi=None):
     (or a CPU scalar) for a bound, a value equal to it stays itself (eager's
     ``clamp(-0.0, min=0)`` is -0.0); with a tensor bound eager's own kernels
     differ on that tie."""
-    comp, _ = promoted(KIND.DEFAULT, a, *(v for v in (lo, hi) if v is not None))
+    _, comp = promoted(KIND.DEFAULT, a, *(v for v in (lo, hi) if v is not None))
     out = operand(a, comp)
     for bound, outside, fn in ((lo, P.less, P.maximum), (hi, P.greater, P.minimum)):
         if bound is None:
@@ -302,7 +377,9 @@ def _clamp(a, lo=None, hi=None):
 
 def _leaky_relu(a, slope=0.01):
     x = value(a)
-    return S.where(x > runtime_scalar(0, x._node.dtype), x, x * operand(slope, x._node.dtype))
+    code = x._node.dtype
+    scaled = down(up(x) * operand(slope, opmath(code)), code)
+    return S.where(x > runtime_scalar(0, code), x, scaled)
 
 
 _register([aten.relu.default], _relu)
@@ -322,14 +399,14 @@ _register([aten.hardtanh.default], _hardtanh)
 
 
 def _exp2(a):
-    comp, _ = promoted(KIND.INT_TO_FLOAT, a)
-    return P.power(runtime_scalar(2, comp), operand(a, comp))
+    comp, out = promoted(KIND.INT_TO_FLOAT, a)
+    return down(P.power(runtime_scalar(2, comp), operand(a, comp)), out)
 
 
 def _nan_ignoring(fn):
     """``fmax``/``fmin``: ``maximum``/``minimum`` where a NaN loses to a number."""
     def lower(a, b):
-        comp, _ = promoted(KIND.DEFAULT, a, b)
+        _, comp = promoted(KIND.DEFAULT, a, b)  # exact: in the result dtype
         x, y = operand(a, comp), operand(b, comp)
         if comp not in D.FLOATING:
             return fn(x, y)
@@ -340,12 +417,12 @@ def _nan_ignoring(fn):
 def _round_decimals(a, *, decimals=0):
     """eager's formula in the input's dtype: ``nearbyint(x * 10^d) / 10^d``, or
     ``nearbyint(x / 10^-d) * 10^-d`` for negative ``d``."""
-    comp, _ = promoted(KIND.DEFAULT, a)
+    comp, out = promoted(KIND.DEFAULT, a)
     if comp not in D.FLOATING:
         return NotImplemented
     x = operand(a, comp)
     ten = runtime_scalar(10.0 ** abs(decimals), comp)
-    return P.round(x / ten) * ten if decimals < 0 else P.round(x * ten) / ten
+    return down(P.round(x / ten) * ten if decimals < 0 else P.round(x * ten) / ten, out)
 
 
 _register([aten.exp2.default], _exp2)
@@ -361,10 +438,6 @@ _register([aten.threshold_backward.default], _threshold_backward)
 _register([aten.clamp.default, aten.clamp.Tensor], _clamp)
 _register([aten.clamp_min.default, aten.clamp_min.Tensor], lambda a, lo: _clamp(a, lo))
 _register([aten.clamp_max.default, aten.clamp_max.Tensor], lambda a, hi: _clamp(a, None, hi))
-_register([aten.tanh_backward.default],
-          lambda g, y: value(g) * (runtime_scalar(1, value(y)._node.dtype) - value(y) * value(y)))
-_register([aten.sigmoid_backward.default],
-          lambda g, y: value(g) * (runtime_scalar(1, value(y)._node.dtype) - value(y)) * value(y))
 
 
 def _to_dtype(a, dtype=None, **_ignored):
@@ -401,7 +474,9 @@ def _dims_of_0d(x, dim):
 
 def _accumulate(reduce):
     """torch's sum/prod: ints and bool accumulate in int64 unless ``dtype`` says
-    otherwise; the result keeps the (cast) input's dtype (lazyrt's bool sum is int64)."""
+    otherwise; the result keeps the (cast) input's dtype (lazyrt's bool sum is int64).
+    float16 accumulates in float32, as eager's: its float32 result rounded once (but
+    a short product, :func:`.opmath.float16_product`)."""
     def lower(a, dim=None, keepdim=False, *, dtype=None):
         x = value(a)
         if dtype is not None:
@@ -410,7 +485,12 @@ def _accumulate(reduce):
             x = P.astype(x, D.int64)
         if _dims_of_0d(x, dim):
             return P.astype(x, x.dtype)
-        return P.astype(reduce(x, _dims(dim), keepdim), x.dtype)
+        if reduce is RD.prod and opmath(x._node.dtype) != x._node.dtype:
+            product = float16_product(x, _dims(dim), keepdim)
+            if product is not None:
+                return product
+        wide = up(x)
+        return down(P.astype(reduce(wide, _dims(dim), keepdim), wide.dtype), x._node.dtype)
     return lower
 
 
@@ -461,14 +541,22 @@ def _var(a, dim=None, *, correction=None, keepdim=False):
         raise RuntimeError(f"lazyrt.torch: var(): input dtype should be floating point, "
                            f"got {a.dtype}")
     c = 1 if correction is None else correction
+    code = x._node.dtype
+    if code != opmath(code):  # eager: float32 input, double accumulators, rounded twice
+        x = P.astype(x, D.float64)
     if _dims_of_0d(x, dim):
-        return RD.var(x, None, False, c)
-    return RD.var(x, _dims(dim), keepdim, c)
+        v = RD.var(x, None, False, c)
+    else:
+        v = RD.var(x, _dims(dim), keepdim, c)
+    return down(P.astype(v, D.DTYPES[opmath(code)]), code)
 
 
 def _var_mean(a, dim=None, *, correction=None, keepdim=False):
     x = value(a)
-    mean = RD.mean(x, None if _dims_of_0d(x, dim) else _dims(dim), keepdim)
+    code = x._node.dtype
+    wide = P.astype(x, D.float64) if code != opmath(code) else x  # as _var
+    mean = RD.mean(wide, None if _dims_of_0d(x, dim) else _dims(dim), keepdim)
+    mean = down(P.astype(mean, D.DTYPES[opmath(code)]), code)
     return _var(a, dim, correction=correction, keepdim=keepdim), mean
 
 
@@ -499,48 +587,3 @@ _register([aten.max.dim], _max_dim(S.max, S.argmax))
 _register([aten.min.dim], _max_dim(S.min, S.argmin))
 _register([aten.argmax.default], _arg(S.argmax))
 _register([aten.argmin.default], _arg(S.argmin))
-
-
-# --- matmul ---------------------------------------------------------------------------
-
-def _same_dtype(op, a, b):
-    if a.dtype != b.dtype:
-        raise RuntimeError(f"lazyrt.torch: {op}: expected both operands to have the same "
-                           f"dtype, but got {a.dtype} and {b.dtype} (shapes "
-                           f"{tuple(a.shape)} and {tuple(b.shape)})")
-
-
-def _mm(op):
-    def lower(a, b):
-        _same_dtype(op, a, b)
-        return S.matmul(value(a), value(b))
-    return lower
-
-
-def _addmm(bias, a, b, *, beta=1, alpha=1):
-    _same_dtype("addmm", a, b)
-    return _scaled_sum(bias, S.matmul(value(a), value(b)), beta, alpha)
-
-
-def _addbmm(bias, a, b, *, beta=1, alpha=1):
-    """``beta * bias + alpha * (a[0] @ b[0] + a[1] @ b[1] + ...)``."""
-    _same_dtype("addbmm", a, b)
-    return _scaled_sum(bias, RD.sum(S.matmul(value(a), value(b)), axis=0), beta, alpha)
-
-
-def _scaled_sum(bias, prod, beta, alpha):
-    code = prod._node.dtype
-    if alpha != 1:
-        prod = prod * operand(alpha, code)
-    if beta == 0:
-        return prod
-    c = operand(bias, code)
-    return (c if beta == 1 else c * operand(beta, code)) + prod
-
-
-_register([aten.mm.default], _mm("mm"))
-_register([aten.bmm.default], _mm("bmm"))
-_register([aten.dot.default], _mm("dot"))
-_register([aten.mv.default], _mm("mv"))
-_register([aten.addmm.default, aten.baddbmm.default], _addmm)
-_register([aten.addbmm.default], _addbmm)

@@ -6,8 +6,12 @@ the dispatcher once per primitive: measured on the benchmark transformer, a
 ~0.75 ms. Here each is one Python function of lazyrt calls (tens of µs), and
 the planner fuses the reductions and their pointwise neighbours as before.
 
-Forms these do not take (0-d or empty inputs, float16, ``bfloat16``) return
-``NotImplemented`` and go on to torch's decompositions, as before.
+float16 (:data:`.operands.REDUCED_PRECISION`) takes eager's CPU kernels'
+roundings: ``log_softmax`` rounds the sum and its log to float16 before the
+last subtraction, ``layer_norm`` returns float16 mean and rstd; the backwards go on
+to torch's decompositions (float32 inside). Forms
+these do not take (0-d or empty inputs) return ``NotImplemented`` and go on to
+torch's decompositions, as before.
 """
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ from .. import dtypes as D
 from ..api import pointwise as P
 from ..api import reductions as RD
 from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
-from .operands import value
-from .tensor import code_of
+from .operands import down, opmath, up, value
+from .opmath import correctly_rounded, fused_multiply_add
+from .tensor import code_of, runtime_scalar
 
 aten = torch.ops.aten
 #: dtypes computed here (float16 keeps eager's float32 accumulation in the decompositions)
@@ -39,6 +44,8 @@ def _as(x, code):
 
 def _softmax(x, dim, half_to_float=False):
     x = value(x)
+    if not half_to_float and _reduced(x):
+        return _softmax_reduced(x, dim)
     if half_to_float or not _taken(x):
         return NotImplemented
     e = P.exp(x - S.max(x, dim, keepdims=True))
@@ -47,10 +54,36 @@ def _softmax(x, dim, half_to_float=False):
 
 def _log_softmax(x, dim, half_to_float=False):
     x = value(x)
+    if not half_to_float and _reduced(x):
+        return _log_softmax_reduced(x, dim)
     if half_to_float or not _taken(x):
         return NotImplemented
     shifted = x - S.max(x, dim, keepdims=True)
     return shifted - P.log(S.sum(P.exp(shifted), dim, keepdims=True))
+
+
+def _softmax_reduced(x, dim):
+    """eager's float16 kernel: ``exp(x - max)`` in float32, times ``1 / sum``."""
+    e = correctly_rounded(P.exp)(up(x) - up(S.max(x, dim, keepdims=True)))
+    total = P.astype(S.sum(e, dim, keepdims=True), D.float32)
+    return down(e * (runtime_scalar(1.0, D.FLOAT32) / total), x._node.dtype)
+
+
+def _reduced(x, empty=False):
+    code = x._node.dtype
+    return opmath(code) != code and x.ndim and (x.size or empty)
+
+
+def _log_softmax_reduced(x, dim):
+    """eager's float16 kernel: float32 throughout, but along the last axis the sum
+    and its log are kept in float16 buffers (each rounded) before
+    ``x - max - log(sum)``."""
+    code = x._node.dtype
+    shifted = up(x) - up(S.max(x, dim, keepdims=True))
+    total = S.sum(P.exp(shifted), dim, keepdims=True)
+    if dim % x.ndim != x.ndim - 1:  # eager's kernel for another axis keeps float32
+        return down(shifted - P.log(total), code)
+    return down(shifted - up(down(P.log(up(down(total, code))), code)), code)
 
 
 def _safe_softmax(x, dim, dtype=None):
@@ -94,6 +127,8 @@ def _norm_axes(x, normalized_shape):
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     """(out, mean, rstd), mean and rstd keeping the normalized axes as size 1."""
     v = value(x)
+    if _reduced(v, empty=True) and _norm_axes(v, normalized_shape) is not None:
+        return _layer_norm_reduced(v, _norm_axes(v, normalized_shape), weight, bias, eps)
     axes = _norm_axes(v, normalized_shape) if _taken(v) else None
     if axes is None:  # a wrong normalized_shape gets eager's error from the decomposition
         return NotImplemented
@@ -106,6 +141,29 @@ def _layer_norm(x, normalized_shape, weight, bias, eps):
     if bias is not None:
         out = out + _as(value(bias), v._node.dtype)
     return out, mean, rstd
+
+
+def _layer_norm_reduced(v, axes, weight, bias, eps):
+    """eager's float16 kernel: moments in float32, ``(x * rstd - mean * rstd) * w + b``
+    with its multiply-adds fused, rounded once; mean and rstd returned in float16."""
+    code = v._node.dtype
+    x = up(v)
+    mean = RD.mean(P.astype(x, D.float64), axes, keepdims=True)
+    d = P.astype(x, D.float64) - mean
+    var = P.astype(RD.mean(d * d, axes, keepdims=True), D.float32)
+    one = runtime_scalar(1.0, D.FLOAT32)
+    rstd = one / P.sqrt(P.maximum(var, runtime_scalar(0.0, D.FLOAT32))
+                        + runtime_scalar(eps, D.FLOAT32))
+    mean = P.astype(mean, D.float32)
+    shift = P.negative(rstd) * mean
+    out = fused_multiply_add(x, rstd, shift)
+    if weight is not None:
+        w = up(value(weight))
+        out = (fused_multiply_add(out, w, up(value(bias))) if bias is not None
+               else out * w)
+    elif bias is not None:
+        out = out + up(value(bias))
+    return down(out, code), down(mean, code), down(rstd, code)
 
 
 def _layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, mask):

@@ -133,6 +133,8 @@ def _philox_dropout(x, p):
     v = x.value
     keep = Rn.dropout_mask(tuple(x.shape), p, seed=_seed(None))
     code = v._node.dtype
+    # eager's CPU dropout multiplies by a noise tensor of x's dtype: float16's scale
+    # is rounded to float16 (as it is here), the product rounded once
     scale = 1.0 / (1.0 - p)
     out = P.where(keep, v * operand(scale, code), operand(0, code))
     return LazyTensor(_cast(out, code)), LazyTensor(keep)
