@@ -34,6 +34,7 @@ import numpy as np
 from . import _launch
 from . import _recorder as R
 from ._capture import bind_results, capture, pending_graph_size
+from ._source_lines import source_line
 from . import backends as B
 from . import debug
 from . import ops
@@ -183,7 +184,7 @@ def _execute(nodes: list, isolate=True):
             results = program.run(values)
     except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
         if isinstance(exc, IndexError):
-            _name_index_sites(exc, program)
+            _name_index_sites(exc, cap)
         if isolate and _index_out_of_range(exc):
             _fail_apart(nodes, cap, exc)
         raise
@@ -197,18 +198,18 @@ def _execute(nodes: list, isolate=True):
         debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
 
 
-def _name_index_sites(exc, program):
-    """An index check failed while ``program`` ran: note on ``exc`` the user's
-    lines that recorded the graph's ops of the kind checked (as compiled: a later
-    run of the same graph from other lines names the first ones), so an error
-    raised at a barrier still points at the call that caused it."""
+def _name_index_sites(exc, cap):
+    """An index check failed while the graph of ``cap`` ran: note on ``exc`` the
+    user's lines that recorded this run's ops of the kind checked (this run's, not
+    the compile record's: the same graph recorded from other lines shares one
+    program), so an error raised at a barrier still points at the call that caused it."""
     message = str(exc)
     kind = next((op for op, name in ops.CHECKED_NAMES.items()
                  if message.startswith(name + ":")), None)
-    record = getattr(program, "record", None)
-    if kind is None or record is None or not hasattr(exc, "add_note"):  # add_note: 3.11+
+    if kind is None or not hasattr(exc, "add_note"):  # add_note: 3.11+
         return
-    sites = sorted({n.source for n in record.graph.nodes if n.op.name == kind and n.source})
+    sites = sorted({source_line(n.source_code, n.source_offset) or "" for n in cap.nodes
+                    if ops.OPS[n.op].name == kind} - {""})
     if sites:
         exc.add_note(f"lazyrt: this graph's {kind} ops were recorded at {', '.join(sites)}")
 
@@ -380,7 +381,7 @@ def _execute_watched(nodes: list, watcher, isolate):
                               debug.report_launch if level >= 2 else None)
     except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
         if isinstance(exc, IndexError):
-            _name_index_sites(exc, program)
+            _name_index_sites(exc, cap)
         if isolate and _index_out_of_range(exc):
             _fail_apart(nodes, cap, exc)
         raise
