@@ -23,6 +23,7 @@ from .gather_scatter import SCATTER_ADD, GatherScatterSpec
 _PRELUDE = """\
 #include <stdint.h>
 #include <omp.h>
+#include "lazyrt_math.h"
 """
 
 _UNSIGNED = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t", D.INT64: "uint64_t"}
