@@ -18,6 +18,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .._source_lines import skip_source_dir as _skip_source_dir
+from . import autocast as _autocast
 from . import factories as _factories
 from . import meta as _meta
 from . import optim as _optim
@@ -31,6 +32,7 @@ __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
 _factories.install()
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
+_autocast.install()  # torch.autocast("cpu") casts lazy tensors as eager's CPU policy (autocast.py)
 # a node's source line is the user's model or training code, not torch's module
 _skip_source_dir(_TORCH_DIR)
 

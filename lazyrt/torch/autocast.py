@@ -1,0 +1,142 @@
+"""``torch.autocast("cpu")`` on lazy tensors: eager's CPU casting policy, above autograd.
+
+Why lazyrt has to do it: torch's autocast kernels sit on the ``AutocastCPU``
+dispatch key, which a tensor carries by its backend (CPU tensors have it; the
+``Lazy`` backend maps to no autocast key), and each kernel casts only the
+arguments it deems eligible: CPU (or MKLDNN) floating tensors
+(``is_autocast_eligible`` in ATen's ``autocast_mode.h``). Lazy tensors are
+neither, so without this module autocast passes them by silently.
+
+How: while a CPU autocast region is entered (``torch.autocast("cpu")``,
+``torch.cpu.amp.autocast``, as a decorator too), a torch-function mode watches
+each torch call that has a lazy tensor among its arguments. Once per call
+signature (function, argument dtypes, autocast dtype) it asks torch's own
+autocast kernel what it would do: it runs the call on CPU *probes* (one element
+expanded to each argument's shape, so nothing is computed) and records, below
+autocast, the casts the kernel makes before it hands the op on, then stops.
+The same casts are then applied to the lazy arguments (``x.to(dtype)``, which
+autograd records as eager's casts are) and the call proceeds. Torch's op lists
+and policies (lower precision, float32, promote) are thus torch's, for the
+installed version. A limit: a Python-level torch function is cast by the rule of
+the first aten op it calls (right for ``F.layer_norm``, ``F.gelu``,
+``F.cross_entropy``...; a composite such as ``F.multi_head_attention_forward``
+would need each inner op's rule, which the mode cannot reach: torch hands the
+whole function to it once).
+
+``torch.autocast("lazy")`` is refused by torch itself ("unsupported autocast
+device_type 'lazy'"); use ``torch.autocast("cpu")`` around lazy code.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .tensor import is_lazy
+
+_AUTOCAST_CPU = torch._C.DispatchKey.AutocastCPU
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
+class _Reached(Exception):
+    """The probed call reached the op itself: every autocast cast is recorded."""
+
+
+class _CastRecorder(TorchDispatchMode):
+    """Below autocast: the casts its kernel makes of the probes (while it runs,
+    its own key is excluded), then a stop at the first other op."""
+
+    def __init__(self, probes):
+        super().__init__()
+        self.position = {id(p): k for k, p in enumerate(probes)}
+        self.keep = list(probes)  # ids stay unique while recorded
+        self.casts: dict[int, torch.dtype] = {}
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        k = self.position.get(id(args[0])) if args else None
+        if (func is _TO_COPY and k is not None and "dtype" in kwargs
+                and torch._C._dispatch_tls_is_dispatch_key_excluded(_AUTOCAST_CPU)):
+            self.casts[k] = kwargs["dtype"]
+            out = torch.empty((), dtype=kwargs["dtype"]).expand(args[0].shape)
+            self.position[id(out)] = k
+            self.keep.append(out)
+            return out
+        raise _Reached
+
+
+def _probe(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor of ``t``'s shape and dtype holding one element (nothing to compute)."""
+    return torch.empty((), dtype=t.dtype).expand(t.shape)
+
+
+class LazyAutocast(TorchFunctionMode):
+    """The torch-function mode active inside a CPU autocast region (see the module)."""
+
+    #: (function, argument signature, autocast dtype) -> {leaf position: dtype}
+    plans: dict = {}
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not torch.is_autocast_enabled("cpu"):
+            return func(*args, **kwargs)
+        leaves, spec = tree_flatten((args, kwargs))
+        if not any(is_lazy(x) for x in leaves):
+            return func(*args, **kwargs)
+        key = (func, tuple((k, x.dtype) for k, x in enumerate(leaves)
+                           if isinstance(x, torch.Tensor)), torch.get_autocast_dtype("cpu"))
+        casts = self.plans.get(key)
+        if casts is None:
+            casts = self.plans[key] = self._ask_torch(func, leaves, spec)
+        if casts:
+            leaves = [x.to(casts[k]) if k in casts else x for k, x in enumerate(leaves)]
+            args, kwargs = tree_unflatten(leaves, spec)
+        return func(*args, **kwargs)
+
+    @staticmethod
+    def _ask_torch(func, leaves, spec) -> dict:
+        """The casts torch's CPU autocast kernel makes for this call."""
+        tensors = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        probes = {k: _probe(leaves[k]) for k in tensors}
+        recorder = _CastRecorder([probes[k] for k in tensors])
+        p_args, p_kwargs = tree_unflatten([probes.get(k, x) for k, x in enumerate(leaves)], spec)
+        try:
+            with recorder:
+                func(*p_args, **p_kwargs)
+        except _Reached:
+            pass
+        except Exception as exc:  # noqa: BLE001 - any failure: say so, never guess
+            warnings.warn(f"lazyrt.torch: autocast could not determine torch's casts for "
+                          f"{getattr(func, '__name__', func)} ({type(exc).__name__}: {exc}); "
+                          "it runs on lazy tensors without autocast casts", stacklevel=4)
+            return {}
+        return {tensors[k]: dt for k, dt in recorder.casts.items()}
+
+
+_enter = torch.amp.autocast_mode.autocast.__enter__
+_exit = torch.amp.autocast_mode.autocast.__exit__
+
+
+def _autocast_enter(self):
+    out = _enter(self)
+    if self.device == "cpu" and self._enabled and not torch._jit_internal.is_scripting():
+        mode = LazyAutocast()
+        mode.__enter__()
+        self._lazyrt_mode = mode
+    return out
+
+
+def _autocast_exit(self, exc_type, exc_val, exc_tb):
+    mode = self.__dict__.pop("_lazyrt_mode", None)
+    if mode is not None:
+        mode.__exit__(exc_type, exc_val, exc_tb)
+    return _exit(self, exc_type, exc_val, exc_tb)
+
+
+def install():
+    """Make CPU autocast regions apply to lazy tensors (``import lazyrt.torch`` does)."""
+    torch.amp.autocast_mode.autocast.__enter__ = _autocast_enter
+    torch.amp.autocast_mode.autocast.__exit__ = _autocast_exit
