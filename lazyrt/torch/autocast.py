@@ -17,17 +17,19 @@ autocast, the casts the kernel makes before it hands the op on, then stops.
 The same casts are then applied to the lazy arguments (``x.to(dtype)``, which
 autograd records as eager's casts are) and the call proceeds. Torch's op lists
 and policies (lower precision, float32, promote) are thus torch's, for the
-installed version. A limit: a Python-level torch function is cast by the rule of
-the first aten op it calls (right for ``F.layer_norm``, ``F.gelu``,
-``F.cross_entropy``...; a composite such as ``F.multi_head_attention_forward``
-would need each inner op's rule, which the mode cannot reach: torch hands the
-whole function to it once).
+installed version. A Python-level torch function (``F.layer_norm``,
+``F.multi_head_attention_forward``) hands itself to the mode whole; the mode
+runs its body with the mode on, so each torch call inside is cast by its own
+rule, as eager's per-op kernels do (the body is the function's own code with
+its ``has_torch_function*`` checks answering False, so it does not hand itself
+over again).
 
 ``torch.autocast("lazy")`` is refused by torch itself ("unsupported autocast
 device_type 'lazy'"); use ``torch.autocast("cpu")`` around lazy code.
 """
 from __future__ import annotations
 
+import types
 import warnings
 
 import torch
@@ -73,11 +75,40 @@ def _probe(t: torch.Tensor) -> torch.Tensor:
     return torch.empty((), dtype=t.dtype).expand(t.shape)
 
 
+_REDIRECT_CHECKS = ("has_torch_function", "has_torch_function_unary",
+                    "has_torch_function_variadic")
+_BODIES: dict = {}
+
+
+def _never(*args, **kwargs):
+    return False
+
+
+def _body(func):
+    """``func``'s own code without its hand-over to torch-function modes, or None
+    where it has none (a builtin, or Python code that makes no such check)."""
+    if func in _BODIES:
+        return _BODIES[func]
+    body = None
+    if isinstance(func, types.FunctionType) and \
+            any(n in func.__code__.co_names for n in _REDIRECT_CHECKS):
+        scope = {**func.__globals__, **{n: _never for n in _REDIRECT_CHECKS}}
+        body = types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__,
+                                  func.__closure__)
+        body.__kwdefaults__ = func.__kwdefaults__
+    _BODIES[func] = body
+    return body
+
+
 class LazyAutocast(TorchFunctionMode):
     """The torch-function mode active inside a CPU autocast region (see the module)."""
 
     #: (function, argument signature, autocast dtype) -> {leaf position: dtype}
     plans: dict = {}
+
+    def __init__(self):
+        super().__init__()
+        self.running: set = set()  # Python functions whose body runs now
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -86,6 +117,14 @@ class LazyAutocast(TorchFunctionMode):
         leaves, spec = tree_flatten((args, kwargs))
         if not any(is_lazy(x) for x in leaves):
             return func(*args, **kwargs)
+        body = _body(func)
+        if body is not None and func not in self.running:  # each call inside: its own rule
+            self.running.add(func)  # a Tensor method's body calls the method's builtin,
+            try:                    # which torch hands over as the method again
+                with self:
+                    return body(*args, **kwargs)
+            finally:
+                self.running.discard(func)
         key = (func, tuple((k, x.dtype) for k, x in enumerate(leaves)
                            if isinstance(x, torch.Tensor)), torch.get_autocast_dtype("cpu"))
         casts = self.plans.get(key)
