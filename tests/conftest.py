@@ -153,6 +153,8 @@ def empty_cache():
 DTYPE_NAMES = ("bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64")
 DTYPES = tuple(np.dtype(n) for n in DTYPE_NAMES)
 FLOAT_DTYPES = tuple(np.dtype(n) for n in ("float16", "float32", "float64"))
+#: every lazyrt dtype: DTYPES and bfloat16 (ml_dtypes'), which NumPy-only helpers lack
+ALL_DTYPES = DTYPES + (lr.bfloat16,)
 INT_DTYPES = tuple(np.dtype(n) for n in ("int8", "uint8", "int32", "int64"))
 
 #: (rtol, atol) by result dtype, for results of arithmetic and transcendentals
@@ -303,6 +305,9 @@ def elements(dtype, special=True, small=False):
 
 
 def arrays(dtype, shape, special=True, small=False):
+    if np.dtype(dtype) == lr.bfloat16:  # hypothesis has no bfloat16: float32 values, rounded
+        return hnp.arrays(np.float32, shape, elements=elements(np.float32, special, small)) \
+            .map(lambda a: a.astype(lr.bfloat16))
     return hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, special, small))
 
 
