@@ -203,3 +203,12 @@ def test_dlpack_of_bfloat16_refuses_clearly():
     t = lr.tensor(np.ones(2, BF))
     with pytest.raises(BufferError, match="bfloat16"):
         t.__dlpack__()
+
+
+def test_the_oracle_check_compares_bfloat16_as_floats():
+    """``lazyrt check`` takes NaN for NaN and a bfloat16 ulp as a match."""
+    from lazyrt.check import compare
+    want = np.array([np.nan, 1.0, 2.0], np.float32).astype(BF)
+    got = np.array([np.nan, 1.0078125, 2.0], np.float32).astype(BF)
+    assert compare(got, want) is None
+    assert compare(np.array([np.nan, 1.5, 2.0], np.float32).astype(BF), want) is not None
