@@ -167,7 +167,8 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         st = self.s.body[sid]
         t = ComputeType(_COMPUTE_T[st.dtype], st.dtype)
         if st.op == "load":
-            return load_value(st.dtype, f"in{st.attr}[{self.index(f'in{st.attr}', self.s.inputs[st.attr].index)}]")
+            at = self.index(f"in{st.attr}", self.s.inputs[st.attr].index)
+            return load_value(st.dtype, f"in{st.attr}[{at}]")
         if st.op == "gather":
             k, stride, size, negative = st.attr[:4]
             if sid not in self.gathers:

@@ -130,6 +130,7 @@ def _scatter_body(spec, r, a, loops, wrap):
     if scratch:
         out.append("        #pragma omp barrier")
         out.append("        #pragma omp for schedule(static)")
-        out.append(f"        for (int64_t e = 0; e < out_total; e++) out[e] = {store_value(spec.dtype, 'acc[e]')};")
+        out.append("        for (int64_t e = 0; e < out_total; e++) "
+                   f"out[e] = {store_value(spec.dtype, 'acc[e]')};")
     out.append("    }")
     return out

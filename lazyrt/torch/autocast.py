@@ -163,7 +163,8 @@ class LazyAutocast(TorchFunctionMode):
         tensors = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         probes = {k: _probe(leaves[k]) for k in tensors}
         recorder = _CastRecorder([probes[k] for k in tensors])
-        p_args, p_kwargs = _unflatten([probes.get(k, x) for k, x in enumerate(leaves)], args, kwargs)
+        p_leaves = [probes.get(k, x) for k, x in enumerate(leaves)]
+        p_args, p_kwargs = _unflatten(p_leaves, args, kwargs)
         try:
             with recorder:
                 func(*p_args, **p_kwargs)
