@@ -178,6 +178,9 @@ def cast(code, t, a):
     source, and is held in float32; else Triton's conversion."""
     if t.dtype == D.BOOL:
         return f"({a} != 0)"
+    if t.dtype == D.BFLOAT16 and code in (D.FLOAT64, D.INT32, D.INT64):
+        # one rounding (ints through float64: exact below 2^53), lzm.f64_to_bf16
+        return f"lzm.f64_to_bf16({a}.to(tl.float64))"
     if t.dtype in D.REDUCED_FLOATS:
         return f"{a}.to({_STORE_T[t.dtype]}).to({t})"
     return f"{a}.to({t})"
