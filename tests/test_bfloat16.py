@@ -212,3 +212,16 @@ def test_the_oracle_check_compares_bfloat16_as_floats():
     got = np.array([np.nan, 1.0078125, 2.0], np.float32).astype(BF)
     assert compare(got, want) is None
     assert compare(np.array([np.nan, 1.5, 2.0], np.float32).astype(BF), want) is not None
+
+
+def test_torch_bfloat16_tensors_enter_through_dlpack_and_asarray():
+    """NumPy refuses bfloat16 DLPack capsules: lazyrt reads them itself (a copy)."""
+    torch = pytest.importorskip("torch")
+    base = torch.randn(6, 8).to(torch.bfloat16)
+    for t in (base, base.T, base[1:5:2, ::3], torch.zeros(0, 3, dtype=torch.bfloat16),
+              torch.tensor(2.5, dtype=torch.bfloat16)):
+        want = t.float().numpy().astype(BF)
+        _same_bits(lr.from_dlpack(t).numpy(), want)
+        _same_bits(lr.asarray(t).numpy(), want)
+    with pytest.raises(BufferError, match="bfloat16"):
+        lr.from_dlpack(base, copy=False)
