@@ -36,7 +36,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .tensor import is_lazy
 
 _AUTOCAST_CPU = torch._C.DispatchKey.AutocastCPU
 _TO_COPY = torch.ops.aten._to_copy.default
@@ -80,6 +79,22 @@ def _flatten(args: tuple, kwargs: dict) -> list:
         else:
             leaves.append(a)
     return leaves
+
+
+def _lazy(x) -> bool:
+    # is_cpu first: a CPU tensor (eager code under CPU autocast) answers in ~60 ns
+    return isinstance(x, torch.Tensor) and not x.is_cpu and x.device.type == "lazy"
+
+
+def _any_lazy(args: tuple, kwargs: dict) -> bool:
+    """Whether a lazy tensor is among the arguments (as :func:`_flatten` sees them)."""
+    for a in (*args, *kwargs.values()):
+        if type(a) in (list, tuple):
+            if any(_lazy(b) for b in a):
+                return True
+        elif _lazy(a):
+            return True
+    return False
 
 
 def _unflatten(leaves: list, args: tuple, kwargs: dict) -> tuple:
@@ -134,11 +149,9 @@ class LazyAutocast(TorchFunctionMode):
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not torch.is_autocast_enabled("cpu"):
+        if not _any_lazy(args, kwargs) or not torch.is_autocast_enabled("cpu"):
             return func(*args, **kwargs)
         leaves = _flatten(args, kwargs)
-        if not any(is_lazy(x) for x in leaves):
-            return func(*args, **kwargs)
         body = _body(func)
         if body is not None and func not in self.running:  # each call inside: its own rule
             self.running.add(func)  # a Tensor method's body calls the method's builtin,
@@ -184,7 +197,9 @@ _exit = torch.amp.autocast_mode.autocast.__exit__
 
 def _autocast_enter(self):
     out = _enter(self)
-    if self.device == "cpu" and self._enabled and not torch._jit_internal.is_scripting():
+    if self.device == "cpu" and self._enabled and not torch._jit_internal.is_scripting() \
+            and not any(isinstance(m, LazyAutocast)  # nested regions share the outer's mode
+                        for m in torch.overrides._get_current_function_mode_stack()):
         mode = LazyAutocast()
         mode.__enter__()
         self._lazyrt_mode = mode
