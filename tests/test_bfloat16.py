@@ -225,3 +225,23 @@ def test_torch_bfloat16_tensors_enter_through_dlpack_and_asarray():
         _same_bits(lr.asarray(t).numpy(), want)
     with pytest.raises(BufferError, match="bfloat16"):
         lr.from_dlpack(base, copy=False)
+
+
+def test_cli_random_inputs_of_a_bfloat16_graph_are_floats():
+    """``lazyrt kernels``/``bench`` feed a graph random inputs: bfloat16 ones are floats
+    (its NumPy kind is "V"), and a bfloat16 runtime scalar a Python float."""
+    from lazyrt import ops
+    from lazyrt.cli.show import random_params
+
+    class Node:
+        def __init__(self, op, shape):
+            self.op, self.dtype, self.shape = op, D.BFLOAT16, shape
+
+    class Graph:
+        nodes = [Node(ops.DATA, (50,)), Node(ops.SCALAR, ())]
+        params = [0, 1]
+
+    data, scalar = random_params(Graph())
+    values = data.astype(np.float32)
+    assert data.dtype == BF and not np.all(values == np.round(values))
+    assert type(scalar) is float
