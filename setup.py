@@ -64,7 +64,7 @@ setup(
         language_level=3,
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
     ),
-    install_requires=["numpy>=1.25", "rich>=13"],
+    install_requires=["numpy>=1.25", "rich>=13", "ml_dtypes>=0.4"],
     extras_require={
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2",
                  "array-api-compat", "array-api-strict", "scikit-learn",

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from lazyrt import dtypes as D
 from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
 
-from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const
+from .c_lower import (_COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const, load_value,
+                      store_value)
 from .c_reduce import ReductionEmitter, is_costly
 from .c_scan import ScanEmitter
 from .layout import kernel_layout
@@ -166,15 +167,16 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         st = self.s.body[sid]
         t = ComputeType(_COMPUTE_T[st.dtype], st.dtype)
         if st.op == "load":
-            return f"({t})in{st.attr}[{self.index(f'in{st.attr}', self.s.inputs[st.attr].index)}]"
+            at = self.index(f"in{st.attr}", self.s.inputs[st.attr].index)
+            return load_value(st.dtype, f"in{st.attr}[{at}]")
         if st.op == "gather":
             k, stride, size, negative = st.attr[:4]
             if sid not in self.gathers:
                 self.gathers[sid] = (self.arg(stride), self.arg(size))
             g_stride, g_size = self.gathers[sid]
             at = self.index(f"in{k}", self.s.inputs[k].index)
-            return (f"({t})in{k}[{at} + lz_gidx((int64_t){self.var(st.args[0])}, {g_size}, "
-                    f"{int(negative)}) * {g_stride}]")
+            return load_value(st.dtype, f"in{k}[{at} + lz_gidx((int64_t){self.var(st.args[0])}, "
+                                        f"{g_size}, {int(negative)}) * {g_stride}]")
         if st.op == "scalar":
             return f"s{st.attr}"
         if st.op == "const":
@@ -208,7 +210,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
 
     def store(self, k, out, depth):
         v = self.var(out.value)
-        val = f"({_STORE_T[out.dtype]}){v}"
+        val = store_value(out.dtype, v)
         self.line(depth, f"out{k}[{self.index(f'out{k}', out.index)}] = {val};")
 
     # -- structure --
@@ -386,7 +388,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
 
     def tile_store(self, k, out, depth, a):
         v = self.var(out.value)
-        self.line(depth, f"d{k}[i{a} - b{a}] = ({_STORE_T[out.dtype]}){v};")
+        self.line(depth, f"d{k}[i{a} - b{a}] = {store_value(out.dtype, v)};")
 
     def streamed_pointwise_body(self):
         """A 1-D pointwise loop in tiles of LZ_TILE: stored directly, or (large

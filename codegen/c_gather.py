@@ -4,33 +4,34 @@ fused into the kernels that use it (a ``gather`` statement, ``codegen/c.py``).
 One function per (dtype, index dtype, rank, axis, negative rule); sizes,
 strides and offsets are runtime arguments (``ia``, in ``spec.iargs()`` order), so
 a new batch size reuses the binary. Buffers: ``bufs[0]`` the values,
-``bufs[1]`` the indices, ``bufs[2]`` the result, and for a float16
+``bufs[1]`` the indices, ``bufs[2]`` the result, and for a float16 or bfloat16
 scatter ``bufs[3]`` a float32 scratch as large as the result.
 
 scatter_add: deterministic and equal to ``np.add.at``: the
 contributions to one result element share every coordinate but ``axis``, so
 threads split the last non-``axis`` dimension and each adds its elements in C
-order; every element's sum is taken in exactly NumPy's order (float16 in float32,
+order; every element's sum is taken in exactly NumPy's order (float16 and bfloat16 in float32,
 rounded once at the end; ints wrap; bool is or).
 """
 from __future__ import annotations
 
 from lazyrt import dtypes as D
 
-from .c_lower import _STORE_T, PARALLEL_THRESHOLD
+from .c_lower import _STORE_T, PARALLEL_THRESHOLD, load_value, store_value
 from .gather_scatter import SCATTER_ADD, GatherScatterSpec
 
 _PRELUDE = """\
 #include <stdint.h>
 #include <omp.h>
+#include "lazyrt_math.h"
 """
 
 _UNSIGNED = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t", D.INT64: "uint64_t"}
 
 
 def scatter_scratch(spec: GatherScatterSpec) -> bool:
-    """Whether a scatter kernel accumulates in a float32 scratch (float16 data)."""
-    return spec.dtype == D.FLOAT16
+    """Whether a scatter kernel accumulates in a float32 scratch (float16, bfloat16 data)."""
+    return spec.dtype in D.REDUCED_FLOATS
 
 
 def _term(i, stride, name):
@@ -97,7 +98,7 @@ def _scatter_body(spec, r, a, loops, wrap):
         u = _UNSIGNED[spec.dtype]
         add = f"acc[o] = ({t})(({u})acc[o] + ({u}){value});"
     else:
-        add = f"acc[o] += ({acc_t}){value};"
+        add = f"acc[o] += {load_value(spec.dtype, value)};"
     # threads split the last axis that is not ``axis``: each result element is
     # summed by one thread, in C order
     split = max((k for k in range(r) if k != a), default=None)
@@ -129,6 +130,7 @@ def _scatter_body(spec, r, a, loops, wrap):
     if scratch:
         out.append("        #pragma omp barrier")
         out.append("        #pragma omp for schedule(static)")
-        out.append(f"        for (int64_t e = 0; e < out_total; e++) out[e] = ({t})acc[e];")
+        out.append("        for (int64_t e = 0; e < out_total; e++) "
+                   f"out[e] = {store_value(spec.dtype, 'acc[e]')};")
     out.append("    }")
     return out

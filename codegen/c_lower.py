@@ -16,8 +16,8 @@ from .lowering import EmitError
 
 _STORE_T = {D.BOOL: "uint8_t", D.INT8: "int8_t", D.UINT8: "uint8_t", D.INT32: "int32_t",
             D.INT64: "int64_t", D.FLOAT16: "_Float16", D.FLOAT32: "float",
-            D.FLOAT64: "double"}
-_COMPUTE_T = {**_STORE_T, D.BOOL: "int", D.FLOAT16: "float"}
+            D.FLOAT64: "double", D.BFLOAT16: "lz_bf16"}
+_COMPUTE_T = {**_STORE_T, D.BOOL: "int", D.FLOAT16: "float", D.BFLOAT16: "float"}
 _UNSIGNED_T = {D.INT8: "uint8_t", D.UINT8: "uint8_t", D.INT32: "uint32_t",
                D.INT64: "uint64_t", D.BOOL: "unsigned"}
 _INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
@@ -25,6 +25,23 @@ _INT_SUFFIX = {D.INT8: "i8", D.UINT8: "u8", D.INT32: "i32", D.INT64: "i64"}
 
 def _is_float(code):
     return code in D.FLOATING
+
+
+# bfloat16 is stored as ``lz_bf16`` (its 16 bits in a struct, lazyrt_math.h), which C
+# cannot convert: every read and write of a stored element goes through these two,
+# so a path that forgets them fails to compile instead of reading bits as a number.
+def load_value(code, element: str) -> str:
+    """A stored element of dtype ``code`` as its compute type."""
+    if code == D.BFLOAT16:
+        return f"lz_bf16_to_f32({element})"
+    return f"({_COMPUTE_T[code]}){element}"
+
+
+def store_value(code, value: str) -> str:
+    """A computed value of dtype ``code`` (already rounded to it) as stored."""
+    if code == D.BFLOAT16:
+        return f"lz_f32_to_bf16({value})"
+    return f"({_STORE_T[code]}){value}"
 
 
 def _fmt_const(value, code) -> str:
@@ -74,7 +91,8 @@ def logical(sym):
 def divmod_(kind):
     """floor division / modulo with the divisor's sign, x // 0 == 0 for ints."""
     def lower(code, t, a, b):
-        suffix = {D.FLOAT32: "f32", D.FLOAT16: "f32", D.FLOAT64: "f64"}.get(code) \
+        suffix = {D.FLOAT32: "f32", D.FLOAT16: "f32", D.BFLOAT16: "f32",
+                  D.FLOAT64: "f64"}.get(code) \
             or _INT_SUFFIX[code]
         return f"lz_{kind}_{suffix}({a}, {b})"
     return lower
@@ -181,12 +199,16 @@ def invert(code, t, a):
 
 
 def cast(code, t, a):
-    """astype: to bool is ``!= 0``; to float16 rounds (held in float), from a
-    double in one rounding; otherwise C's conversion."""
+    """astype: to bool is ``!= 0``; to float16 or bfloat16 rounds (held in float),
+    from a double in one rounding; otherwise C's conversion."""
     if t.dtype == D.BOOL:
         return f"({a} != 0)"
     if t.dtype == D.FLOAT16:
         return f"lz_hd({a})" if code == D.FLOAT64 else f"lz_h({a})"
+    if t.dtype == D.BFLOAT16:
+        if code in (D.INT32, D.INT64):  # through float they would round twice
+            return f"lz_bf_i64((int64_t){a})"
+        return f"lz_bfd({a})" if code == D.FLOAT64 else f"lz_bf({a})"
     return f"({t}){a}"
 
 

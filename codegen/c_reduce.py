@@ -368,9 +368,9 @@ class ReductionEmitter:
         self.line(depth, f"{name} {op}= {f' {op} '.join(terms)};")
 
     def float_partial(self, st) -> bool:
-        """A float32/float16 row sum: added in float per ROW_BLOCK, in double
+        """A float32/float16/bfloat16 row sum: added in float per ROW_BLOCK, in double
         across blocks (no float -> double convert per element)."""
-        small = (D.FLOAT32, D.FLOAT16)
+        small = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
         return (st.attr == "sum" and bool(self.outer) and st.dtype in small
                 and self.s.body[st.args[0]].dtype in small)
 

@@ -24,7 +24,8 @@ length 0 still gets its one element.
 """
 from __future__ import annotations
 
-from .c_lower import _COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float
+from .c_lower import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float,
+                      store_value)
 from .layout import SCAN_IDENTITY, scan_initial_outputs
 
 #: rows scanned together by the lanes loop shape (one accumulator each)
@@ -110,7 +111,7 @@ class ScanEmitter:
             self.line(depth, f"{t} a{st.id} = {start};")
         for k, o, ident in scan_initial_outputs(self.s):
             at = self.index(f"out{k}", o.index, {r: "(-1)"})
-            self.line(depth, f"out{k}[{at}] = ({_STORE_T[o.dtype]}){ident};")
+            self.line(depth, f"out{k}[{at}] = {store_value(o.dtype, ident)};")
         self.line(depth, f"for (int64_t i{r} = 0; i{r} < n{r}; i{r}++) {{")
         self.scan_element(depth + 1, lambda st: f"a{st.id}")
         self.line(depth, "}")
@@ -134,7 +135,7 @@ class ScanEmitter:
         loop = f"for (int64_t i{last} = b{last}; i{last} < e{last}; i{last}++)"
         for k, o, ident in scan_initial_outputs(self.s):
             at = self.index(f"out{k}", o.index, {r: "(-1)"})
-            self.line(depth, f"{loop} out{k}[{at}] = ({_STORE_T[o.dtype]}){ident};")
+            self.line(depth, f"{loop} out{k}[{at}] = {store_value(o.dtype, ident)};")
         self.line(depth, f"for (int64_t i{r} = 0; i{r} < n{r}; i{r}++) {{")
         self.line(depth + 1, "#pragma omp simd")
         self.line(depth + 1, f"{loop} {{")

@@ -76,8 +76,8 @@ def emit_graph(graph, name: str) -> tuple[str, str]:
             attrs = (*attrs, n.op.accumulator(in_dtype))
         operands = [f"v{j}" for j in n.inputs]
         arith = getattr(lower, "arithmetic", False)
-        half = arith and n.dtype == D.FLOAT16
-        if half:  # computed in float32, rounded once to float16, as NumPy's float16 loops
+        half = arith and n.dtype in D.REDUCED_FLOATS
+        if half:  # computed in float32, rounded once, as NumPy's float16 loops (ml_dtypes')
             operands = [a if nodes[j].dtype == D.FLOAT32 else f"{a}.astype(jnp.float32)"
                         for a, j in zip(operands, n.inputs)]
         elif arith:  # computed in the result's dtype (bool / bool is a float division)
@@ -89,7 +89,7 @@ def emit_graph(graph, name: str) -> tuple[str, str]:
             raise EmitError(f"the jax emitter cannot lower {n.op.name} {exc} "
                             f"(node %{i}{note.replace('  #', ',')})") from None
         if half:
-            expr = f"lzj.half({expr})"
+            expr = f"lzj.{'half' if n.dtype == D.FLOAT16 else 'bfloat'}({expr})"
         body.append(f"v{i} = {expr}{note}")
     outs = ", ".join(f"v{i}" for i in graph.outputs)
     lines = [HEADER, "", f"def {name}({', '.join(args)}):",

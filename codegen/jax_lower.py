@@ -18,7 +18,7 @@ from .lowering import EmitError
 
 JNP_DTYPE = {D.BOOL: "jnp.bool_", D.INT8: "jnp.int8", D.UINT8: "jnp.uint8",
              D.INT32: "jnp.int32", D.INT64: "jnp.int64", D.FLOAT16: "jnp.float16",
-             D.FLOAT32: "jnp.float32", D.FLOAT64: "jnp.float64"}
+             D.FLOAT32: "jnp.float32", D.FLOAT64: "jnp.float64", D.BFLOAT16: "jnp.bfloat16"}
 
 
 class JaxNode(NamedTuple):
@@ -37,8 +37,8 @@ def _jt(code) -> str:
 
 # --- pointwise ------------------------------------------------------------
 # For every op marked ``arithmetic`` the emitter (codegen/jax.py) casts the
-# operands to the result's dtype (float16: computes in float32 and rounds the
-# result once, ``lzj.half``), so a lowering sees operands of one dtype.
+# operands to the result's dtype (float16 and bfloat16: computes in float32 and rounds
+# the result once, ``lzj.half``/``lzj.bfloat``), so a lowering sees operands of one dtype.
 
 def fn(name):
     """``name(*operands)``: a jax.numpy (or jax.lax, jax.nn...) function."""
@@ -116,13 +116,16 @@ def logical(name):
 
 
 def cast(n, a):
-    """astype: to bool is ``!= 0``; to float16 rounds once, from the source."""
+    """astype: to bool is ``!= 0``; to float16 or bfloat16 rounds once, from the source
+    (ints to bfloat16 through float64: exact below 2^53, where XLA's float32 is not)."""
     if n.dtype == D.BOOL:
         return f"({a} != 0)"
     if n.in_dtype == D.BOOL:
         return f"lzj.from_bool({a}, {_jt(n.dtype)})"
     if n.dtype == D.FLOAT16 and n.in_dtype == D.FLOAT64:
         return f"lzj.f64_to_f16({a})"
+    if n.dtype == D.BFLOAT16 and n.in_dtype in (D.FLOAT64, D.INT32, D.INT64):
+        return f"lzj.f64_to_bf16({a}.astype(jnp.float64))"
     if n.dtype in (D.INT8, D.UINT8) and n.in_dtype in D.FLOATING:
         # XLA saturates an out-of-range float; C (and NumPy) convert through a
         # wide int and keep the low bits: -1.0 -> uint8 255, 300.0 -> 44

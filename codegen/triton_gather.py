@@ -34,7 +34,7 @@ BLOCK = 1024
 #: the dtype a scatter_add accumulates in with atomics: one Triton can add
 _ATOMIC_ACC = {D.BOOL: D.INT32, D.INT8: D.INT32, D.UINT8: D.INT32, D.INT32: D.INT32,
                D.INT64: D.INT64, D.FLOAT16: D.FLOAT32, D.FLOAT32: D.FLOAT32,
-               D.FLOAT64: D.FLOAT64}
+               D.FLOAT64: D.FLOAT64, D.BFLOAT16: D.FLOAT32}
 _TL = {D.INT32: "tl.int32", D.INT64: "tl.int64", D.FLOAT32: "tl.float32",
        D.FLOAT64: "tl.float64"}
 

@@ -17,8 +17,8 @@ from .lowering import ComputeType, EmitError, lower_statement
 
 _STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
             D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",
-            D.FLOAT64: "tl.float64"}
-_COMPUTE_T = {**_STORE_T, D.BOOL: "tl.int1", D.FLOAT16: "tl.float32"}
+            D.FLOAT64: "tl.float64", D.BFLOAT16: "tl.bfloat16"}
+_COMPUTE_T = {**_STORE_T, D.BOOL: "tl.int1", D.FLOAT16: "tl.float32", D.BFLOAT16: "tl.float32"}
 _BITS = {D.INT8: 8, D.UINT8: 8, D.INT32: 32, D.INT64: 64, D.BOOL: 1}
 _INT_MIN = {D.INT8: -2**7, D.UINT8: 0, D.INT32: -2**31, D.INT64: -2**63, D.BOOL: 0}
 _INT_MAX = {D.INT8: 2**7 - 1, D.UINT8: 255, D.INT32: 2**31 - 1, D.INT64: 2**63 - 1, D.BOOL: 1}
@@ -44,8 +44,8 @@ def fmt_const(value, code) -> str:
 
 # --- lowerings: each takes (code, t, *operands) and returns a Triton expression ---
 # ``code`` is the operands' dtype, ``t`` (a lowering.ComputeType) the result's
-# compute type. The op table (lazyrt/ops.py) names one per op. float16 values
-# live in float32; an op on them computes in float32, and the cast to float16
+# compute type. The op table (lazyrt/ops.py) names one per op. float16 and bfloat16
+# values live in float32; an op on them computes in float32, and the cast to float16
 # that the planner puts after it (passes.round_float16) rounds.
 
 def arith(sym):
@@ -174,12 +174,15 @@ def invert(code, t, a):
 
 
 def cast(code, t, a):
-    """astype: to bool is ``!= 0``; to float16 rounds once, from the source,
-    and is held in float32; else Triton's conversion."""
+    """astype: to bool is ``!= 0``; to float16 or bfloat16 rounds once, from the
+    source, and is held in float32; else Triton's conversion."""
     if t.dtype == D.BOOL:
         return f"({a} != 0)"
-    if t.dtype == D.FLOAT16:
-        return f"{a}.to(tl.float16).to({t})"
+    if t.dtype == D.BFLOAT16 and code in (D.FLOAT64, D.INT32, D.INT64):
+        # one rounding (ints through float64: exact below 2^53), lzm.f64_to_bf16
+        return f"lzm.f64_to_bf16({a}.to(tl.float64))"
+    if t.dtype in D.REDUCED_FLOATS:
+        return f"{a}.to({_STORE_T[t.dtype]}).to({t})"
     return f"{a}.to({t})"
 
 
@@ -210,7 +213,7 @@ def load_expr(ptr, idx, code, mask) -> str:
     e = f"tl.load({ptr} + {idx}{m})"
     if code == D.BOOL:
         return f"({e} != 0)"
-    if code == D.FLOAT16:
+    if code in D.REDUCED_FLOATS:
         return f"{e}.to(tl.float32)"
     return e
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt.codegen.layout import scalar_reads
 from lazyrt.codegen.triton import HEADER, scalar_loads, triton_cdiv
-from lazyrt.codegen.triton_lower import (_COMPUTE_T, EmitError, expression, load_expr,
+from lazyrt.codegen.triton_lower import (_COMPUTE_T, _STORE_T, EmitError, expression, load_expr,
                                          store_value)
 from lazyrt.planner.kernel_ir import IndexMap
 from lazyrt.planner.strided import contiguous_strides
@@ -179,8 +179,8 @@ def emit_matmul(mm: MatmulSpec, ep=None) -> MatmulKernel:
     line(1, f"i{nb} = rm[:, None]")
     line(1, f"i{nb + 1} = rn[None, :]")
     product = f"acc.to({_COMPUTE_T[code]})"
-    if code == D.FLOAT16:
-        product = "acc.to(tl.float16).to(tl.float32)"
+    if code in D.REDUCED_FLOATS:  # accumulated in float32, rounded once
+        product = f"acc.to({_STORE_T[code]}).to(tl.float32)"
     elif code == D.BOOL:
         product = "(acc != 0)"
     rank = len(shape)

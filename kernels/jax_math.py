@@ -5,7 +5,7 @@ of lazyrt's IR).
 NumPy's semantics, which every lazyrt backend keeps:
 
 * integer ``//`` and ``%`` by zero give 0 (XLA gives -1 and the dividend);
-* float16 arithmetic is computed in float32 and rounded to float16 after
+* float16 and bfloat16 arithmetic is computed in float32 and rounded after
   every op (XLA may keep excess precision across a fused chain; an explicit
   ``reduce_precision`` is a rounding it may not remove);
 * sums and products accumulate in the op table's accumulator dtype;
@@ -23,6 +23,20 @@ def half(x):
     """A float32 value rounded once to float16, as NumPy's float16 loops do
     (XLA rounds at each convert: checked against NumPy's op-by-op rounding)."""
     return x.astype(jnp.float16)
+
+
+def bfloat(x):
+    """A float32 value rounded once to bfloat16, as ml_dtypes' bfloat16 loops do."""
+    return x.astype(jnp.bfloat16)
+
+
+def f64_to_bf16(x):
+    """float64 -> bfloat16 rounded once (through float32 it would round twice): to 8
+    significant bits in float64 for normal bfloat16 values, to a multiple of 2^-133
+    below them (bfloat16 subnormals, which XLA may flush), then exactly."""
+    normal = lax.reduce_precision(x, exponent_bits=11, mantissa_bits=7)
+    subnormal = jnp.round(x * 2.0 ** 133) * 2.0 ** -133
+    return jnp.where(jnp.abs(x) < 2.0 ** -126, subnormal, normal).astype(jnp.bfloat16)
 
 
 def f64_to_f16(x):
@@ -220,10 +234,10 @@ def gather(src, indices, axis, negative):
 
 
 def scatter_add(values, indices, axis, size, negative):
-    """zeros with ``size`` along ``axis``, values added at the indices (float16
-    summed in float32, rounded once; bool is or)."""
+    """zeros with ``size`` along ``axis``, values added at the indices (float16 and
+    bfloat16 summed in float32, rounded once; bool is or)."""
     idx = _wrapped(indices, size, axis, negative, "lazyrt.scatter_add")
-    acc = jnp.float32 if values.dtype == jnp.float16 else values.dtype
+    acc = jnp.float32 if values.dtype in (jnp.float16, jnp.bfloat16) else values.dtype
     if values.dtype == jnp.bool_:
         acc = jnp.int32
     shape = values.shape[:axis] + (size,) + values.shape[axis + 1:]

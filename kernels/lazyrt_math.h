@@ -487,6 +487,59 @@ static inline void lz_store_f16(_Float16 *p, float x)
     memcpy(p, &bits, 2);
 }
 
+/* ---- bfloat16 storage: the upper 16 bits of a float32 ---------------------
+ * Stored as lz_bf16, a struct, so that C cannot convert it by accident (a
+ * forgotten conversion fails to compile rather than reading bits as a number);
+ * loads are exact, stores round half to even, overflow gives inf and NaN stores
+ * as a quiet NaN of the same sign (0x7fc0 | sign), as ml_dtypes' astype does. */
+
+typedef struct { uint16_t bits; } lz_bf16;
+
+static inline float lz_bf16_to_f32(lz_bf16 h) { return lz__asfloat((uint32_t)h.bits << 16); }
+
+static inline uint16_t lz_f32_to_bf16bits(float x)
+{
+    uint32_t u = lz__asuint32(x);
+    /* round half to even at bit 16: a carry out of the mantissa bumps the exponent
+     * (the largest floats round to inf) */
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+    uint32_t m_nan = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+    return (uint16_t)((nan & m_nan) | (rounded & ~m_nan));
+}
+
+static inline lz_bf16 lz_f32_to_bf16(float x)
+{
+    lz_bf16 h = {lz_f32_to_bf16bits(x)};
+    return h;
+}
+
+/* a float rounded to the nearest bfloat16, held in float (one rounding per op) */
+static inline float lz_bf(float x) { return lz__asfloat((uint32_t)lz_f32_to_bf16bits(x) << 16); }
+
+/* a double rounded once to bfloat16: to float by rounding to odd (toward zero, the
+ * last bit set when inexact), whose 24 bits keep what the rounding to bfloat16's 8
+ * needs, then to nearest even (through a float rounded to nearest it would round twice) */
+static inline float lz_bfd(double x)
+{
+    float f = (float)x;
+    uint32_t u = lz__asuint32(f);
+    uint32_t away = fabs((double)f) > fabs(x);   /* rounded away from zero: step back */
+    uint32_t inexact = (double)f != x;            /* NaN too: it stays NaN */
+    return lz_bf(lz__asfloat((u - away) | inexact));
+}
+
+/* an integer rounded once to bfloat16: its 24 leading bits, rounded to odd (the
+ * bits below them as a sticky bit), scaled exactly, then to nearest even */
+static inline float lz_bf_i64(int64_t x)
+{
+    uint64_t m = x < 0 ? 0u - (uint64_t)x : (uint64_t)x;
+    int n = (m >> 24) ? 40 - __builtin_clzll(m) : 0;  /* bits past a float's 24 */
+    uint64_t kept = (m >> n) | (uint64_t)((m & ((UINT64_C(1) << n) - 1u)) != 0u);
+    float f = (float)kept * lz__asfloat((uint32_t)(127 + n) << 23);
+    return lz_bf(x < 0 ? -f : f);
+}
+
 /* ---- streaming (non-temporal) stores for large outputs -----------------
  * A plain store first reads the cache line it writes (read-for-ownership):
  * writing a 64 MiB result moves 128 MiB. Kernels whose output is larger than

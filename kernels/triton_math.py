@@ -35,6 +35,20 @@ def maximum(a, b, TIES_FIRST: tl.constexpr = False):
 
 
 @triton.jit
+def f64_to_bf16(x):
+    """A float64 rounded once to bfloat16, held in float32: to float32 rounding to
+    odd (toward zero, the last bit set when inexact), whose 24 bits keep what the
+    rounding to bfloat16's 8 needs, then to nearest even (``x.to(tl.bfloat16)``
+    may go through a float32 rounded to nearest: two roundings)."""
+    f = x.to(tl.float32)
+    back = f.to(tl.float64)
+    away = (tl.abs(back) > tl.abs(x)).to(tl.uint32)
+    inexact = (back != x).to(tl.uint32)  # NaN too: it stays NaN
+    odd = ((f.to(tl.uint32, bitcast=True) - away) | inexact).to(tl.float32, bitcast=True)
+    return odd.to(tl.bfloat16).to(tl.float32)
+
+
+@triton.jit
 def minimum(a, b, TIES_FIRST: tl.constexpr = False):
     if TIES_FIRST:
         return tl.where((a <= b) | (a != a), a, b)

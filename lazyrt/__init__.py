@@ -10,7 +10,7 @@ key, compiled on a miss, and run.
 16.0
 """
 from . import dtypes as _dtypes
-from .dtypes import bool_, int8, uint8, int32, int64, float16, float32, float64
+from .dtypes import bool_, int8, uint8, int32, int64, float16, float32, float64, bfloat16
 from .errors import (AxisError, BackendError, CompileError, DTypeError, LazyrtError,
                      PerformanceWarning, ShapeError)
 from .api.tensor import Tensor

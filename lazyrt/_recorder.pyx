@@ -90,7 +90,7 @@ cdef void _take_source(Node n):
 # --- the op table, as C arrays ------------------------------------------------
 
 DEF MAXOPS = 128
-DEF ND = 8
+DEF ND = 9  # lazyrt.dtypes.NDTYPES (checked at import)
 
 cdef list OP_NAMES = [op.name for op in _ops.OPS]
 cdef uint64_t LEAF_SALT[ND]
@@ -102,12 +102,15 @@ cdef int OP_CAST = _ops.CAST.id
 cdef int D_BOOL = _D.BOOL
 cdef int D_FLOAT16 = _D.FLOAT16
 cdef int D_FLOAT32 = _D.FLOAT32
+cdef int D_BFLOAT16 = _D.BFLOAT16
 
 
 def _load_tables():
     cdef int a
     if len(_ops.OPS) > MAXOPS:
         raise RuntimeError("lazyrt: op table outgrew the recorder's MAXOPS")
+    if _D.NDTYPES != ND:
+        raise RuntimeError("lazyrt: the recorder's ND is not lazyrt.dtypes.NDTYPES")
     for a in range(ND):
         LEAF_SALT[a] = fmix(mix(0xdada, <uint64_t>a))
 
@@ -268,7 +271,7 @@ cdef object _scalar_value(object value, int dtype):
     cdef type t = type(value)
     if dtype == D_BOOL:
         return value if t is bool else bool(value)
-    if dtype < D_FLOAT16:
+    if dtype < D_FLOAT16:  # the integer codes (bfloat16's comes after the floats)
         if t is int:
             return value
         if t is bool:
@@ -281,12 +284,16 @@ cdef object _scalar_value(object value, int dtype):
 cdef object _round_to_float(double value, int dtype):
     """A weak Python float rounded to the float dtype it meets first (NEP 50):
     ``float16_tensor == 0.1`` compares with float16(0.1), as NumPy does. Kernels
-    compute float16 in float32, which then holds the rounded value exactly."""
+    compute float16 and bfloat16 in float32, which then holds the rounded value
+    exactly."""
     if dtype == D_FLOAT32:
         return <double><float>value  # IEEE round to nearest; overflow gives inf
     if dtype == D_FLOAT16:
         with np.errstate(over="ignore"):
             return float(np.float16(value))
+    if dtype == D_BFLOAT16:  # from the double in one rounding (ml_dtypes' cast)
+        with np.errstate(over="ignore"):
+            return float(np.array(value).astype(_D.bfloat16))
     return value
 
 

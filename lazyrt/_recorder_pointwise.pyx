@@ -20,7 +20,7 @@ from lazyrt import dtypes as _D
 from lazyrt.errors import ShapeError, DTypeError
 
 DEF MAXOPS = 128
-DEF ND = 8
+DEF ND = 9  # lazyrt.dtypes.NDTYPES (checked at import)
 
 cdef signed char BIN_COMP[MAXOPS][ND][ND]
 cdef signed char BIN_OUT[MAXOPS][ND][ND]

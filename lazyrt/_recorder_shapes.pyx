@@ -25,7 +25,7 @@ from lazyrt import dtypes as _D
 from lazyrt.errors import AxisError, DTypeError, ShapeError
 
 DEF MAXOPS = 128
-DEF ND = 8
+DEF ND = 9  # lazyrt.dtypes.NDTYPES (checked at import)
 
 cdef int SUM = _ops.SUM.id, PROD = _ops.PROD.id, MAX = _ops.MAX.id, MIN = _ops.MIN.id
 cdef int ARGMAX = _ops.ARGMAX.id, ARGMIN = _ops.ARGMIN.id, ANY = _ops.ANY.id, ALL = _ops.ALL.id
@@ -52,7 +52,7 @@ def _load_tables():
             RED_OUT[op.id][a] = _ops.reduction_dtype(op, a)
     for a in range(ND):
         for b in range(ND):
-            MM_COMP[a][b], MM_OUT[a][b] = _D.resolve_binary(np.matmul, a, b)
+            MM_COMP[a][b], MM_OUT[a][b] = _D.resolve_matmul(a, b)
 
 
 _load_tables()

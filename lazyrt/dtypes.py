@@ -7,6 +7,10 @@ for each kind of Python scalar operand. Python scalars are *weak*: they take
 the array's dtype when their kind fits (``int8_array + 1`` is int8,
 ``float32_array * 2.5`` is float32, ``int_array * 0.5`` is float64).
 
+bfloat16 is ``ml_dtypes``' NumPy dtype, whose ufunc loops and casts define its
+rules the same way (bfloat16 with float16 gives float32, as in JAX and torch;
+with int32 or int64 float64; weak Python scalars take bfloat16).
+
 The result is a table the recorder reads with two integer lookups per op.
 lazyrt has no uint64/int16/uint16/complex: where NumPy would produce one of
 those (``np.sum`` of uint8 gives uint64) lazyrt uses int64 and says so in the
@@ -14,23 +18,30 @@ op's docstring.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .errors import DTypeError
 
-#: dtype codes, in promotion-lattice order; the code is the index.
+#: dtype codes; the code is the index. The first eight are in NumPy's
+#: promotion-lattice order; bfloat16 (beside float16, not above or below it) comes
+#: last so that the codes of the others, which kernels and caches hold, stay put.
 DTYPES: tuple[np.dtype, ...] = tuple(
     np.dtype(n)
-    for n in ("bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64")
+    for n in ("bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64",
+              ml_dtypes.bfloat16)
 )
-BOOL, INT8, UINT8, INT32, INT64, FLOAT16, FLOAT32, FLOAT64 = range(len(DTYPES))
+BOOL, INT8, UINT8, INT32, INT64, FLOAT16, FLOAT32, FLOAT64, BFLOAT16 = range(len(DTYPES))
 NDTYPES = len(DTYPES)
 CODE: dict[np.dtype, int] = {dt: i for i, dt in enumerate(DTYPES)}
 NAMES: tuple[str, ...] = tuple(dt.name for dt in DTYPES)
 
-bool_, int8, uint8, int32, int64, float16, float32, float64 = DTYPES
+bool_, int8, uint8, int32, int64, float16, float32, float64, bfloat16 = DTYPES
 
-FLOATING = frozenset({FLOAT16, FLOAT32, FLOAT64})
+FLOATING = frozenset({FLOAT16, FLOAT32, FLOAT64, BFLOAT16})
+#: 16-bit floats: stored in 16 bits, computed in float32, rounded once per op
+#: (as NumPy's float16 loops and ml_dtypes' bfloat16 loops do)
+REDUCED_FLOATS = frozenset({FLOAT16, BFLOAT16})
 INTEGRAL = frozenset({INT8, UINT8, INT32, INT64})
 
 #: Python scalar kinds, as operands of an op (index into the scalar tables).
@@ -125,6 +136,15 @@ def binary_table(ufunc: np.ufunc) -> tuple[list[list[tuple[int, int]]], list[lis
 
 def unary_table(ufunc: np.ufunc) -> list[tuple[int, int]]:
     return [resolve_unary(ufunc, a) for a in range(NDTYPES)]
+
+
+def resolve_matmul(a: int, b: int) -> tuple[int, int]:
+    """(computation dtype, result dtype) of ``a @ b``: NumPy's, except that operands
+    promoting to bfloat16 give bfloat16 (NumPy has no bfloat16 matmul loop and would
+    give float32; lazyrt, as torch and JAX, accumulates in float32 and rounds once)."""
+    if promote(a, b) == BFLOAT16:
+        return BFLOAT16, BFLOAT16
+    return resolve_binary(np.matmul, a, b)
 
 
 def promote(*codes: int) -> int:

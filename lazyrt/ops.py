@@ -277,9 +277,18 @@ SIGNBIT = _u("signbit", np.signbit, C.float_only("lz_signbitf", "lz_signbit"),
              doc="the sign bit: True for -0.0 and a negative NaN")
 TRUNC = _u("trunc", np.trunc, C.int_identity("truncf", "trunc"), T.int_identity("lzm.trunc"),
            J.int_identity("jnp.trunc"), doc="toward zero, -0.0 kept; ints and bool unchanged")
-CAST = _def("cast", POINTWISE, 1,
-            lambda a, attrs: a.astype(D.DTYPES[attrs[0]]) if a.dtype != D.DTYPES[attrs[0]]
-            else a,
+def _cast(a, attrs):
+    to = D.DTYPES[attrs[0]]
+    if a.dtype == to:
+        return a
+    if a.dtype == D.bfloat16 and to.kind in "iu":
+        # as the backends, which hold bfloat16 in float32: NumPy's float32 conversion
+        # (ml_dtypes' own gives 0 out of range, where float32's wraps: 300 -> 44 in uint8)
+        return a.astype(np.float32).astype(to)
+    return a.astype(to)
+
+
+CAST = _def("cast", POINTWISE, 1, _cast,
             doc="astype: attrs = (dtype code,); C casting rules, as ndarray.astype",
             c=C.cast, triton=T.cast, jax=J.cast)
 WHERE = _def("where", POINTWISE, 3, lambda c, a, b, attrs: np.where(c, a, b),
@@ -447,8 +456,15 @@ SLICE = _def("slice", VIEW, 1, lambda a, attrs: a[as_slices(attrs[0])],
              jax=J.slice_)
 
 # --- matmul and opaque movement -------------------------------------------
-MATMUL_OP = _def("matmul", MATMUL, 2, lambda a, b, attrs: np.matmul(a, b), like=np.matmul,
-                jax=J.matmul)
+def _matmul(a, b, attrs):
+    """np.matmul; for bfloat16, which has no matmul loop of its own, NumPy's float32
+    loop rounded once to bfloat16 (:func:`lazyrt.dtypes.resolve_matmul`)."""
+    out = np.matmul(a, b)
+    return out.astype(a.dtype) if a.dtype == b.dtype == D.bfloat16 else out
+
+
+MATMUL_OP = _def("matmul", MATMUL, 2, _matmul, like=np.matmul,
+                 doc="bfloat16 products accumulate in float32 and round once", jax=J.matmul)
 CONCAT = _def("concat", OPAQUE, -1,
               lambda *args: np.concatenate(args[:-1], axis=args[-1][0]),
               doc="attrs = (axis,)", jax=J.concat)
@@ -529,9 +545,9 @@ def _gather(src, indices, attrs):
 
 
 def scatter_accumulator(code: int) -> int:
-    """The dtype scatter_add accumulates ``code`` in: float16 in float32 (rounded
-    once at the end), every other dtype in itself (ints wrap, bool is or)."""
-    return D.FLOAT32 if code == D.FLOAT16 else code
+    """The dtype scatter_add accumulates ``code`` in: float16 and bfloat16 in float32
+    (rounded once at the end), every other dtype in itself (ints wrap, bool is or)."""
+    return D.FLOAT32 if code in D.REDUCED_FLOATS else code
 
 
 def _scatter_add(values, indices, attrs):
@@ -559,7 +575,7 @@ GATHER = _def("gather", OPAQUE, 2, _gather,
 SCATTER_ADD = _def("scatter_add", OPAQUE, 2, _scatter_add,
                    doc="out = zeros; out[..., idx[..., r, ...], ...] += values[..., r, ...] in "
                        "order of r (as np.add.at); attrs = (axis, size, negative); values and "
-                       "idx share a shape; float16 sums in float32",
+                       "idx share a shape; float16 and bfloat16 sum in float32",
                    jax=J.scatter_add)
 
 #: scalar attribute of each reduction op's dtype rule: ints/bool widen to int64

@@ -153,6 +153,8 @@ def empty_cache():
 DTYPE_NAMES = ("bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64")
 DTYPES = tuple(np.dtype(n) for n in DTYPE_NAMES)
 FLOAT_DTYPES = tuple(np.dtype(n) for n in ("float16", "float32", "float64"))
+#: every lazyrt dtype: DTYPES and bfloat16 (ml_dtypes'), which NumPy-only helpers lack
+ALL_DTYPES = DTYPES + (lr.bfloat16,)
 INT_DTYPES = tuple(np.dtype(n) for n in ("int8", "uint8", "int32", "int64"))
 
 #: (rtol, atol) by result dtype, for results of arithmetic and transcendentals
@@ -160,6 +162,7 @@ TOLERANCES = {
     np.dtype("float16"): (2e-3, 1e-3),
     np.dtype("float32"): (2e-5, 1e-6),
     np.dtype("float64"): (1e-6, 1e-12),
+    lr.bfloat16: (1.6e-2, 1e-2),  # 8 significant bits: one rounding is 2^-9 relative
 }
 
 
@@ -197,7 +200,7 @@ def assert_matches(lazy_result, numpy_expected, dtype=None, rtol=None, atol=None
     assert isinstance(actual, np.ndarray), f"expected an ndarray, got {type(actual)}"
     assert actual.dtype == want, f"dtype {actual.dtype} != expected {want}"
     assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
-    if want.kind not in "f":
+    if want.kind not in "f" and want != lr.bfloat16:  # ml_dtypes' bfloat16 is kind "V"
         np.testing.assert_array_equal(actual, expected.astype(want), strict=True)
         return
     exp = expected.astype(want)
@@ -217,7 +220,7 @@ def assert_matches(lazy_result, numpy_expected, dtype=None, rtol=None, atol=None
     lone_inf = inf_a ^ inf_e
     if lone_inf.any():
         # only allowed where the finite side is at the edge of the dtype's range
-        big = np.finfo(want).max * (1 - 4 * r)
+        big = float(lr.finfo(want).max) * (1 - 4 * r)
         other = np.where(inf_a, e64, a64)[lone_inf]
         assert np.all(np.abs(other) >= big), (
             f"infinity positions differ:\n actual   {actual!r}\n expected {exp!r}")
@@ -302,6 +305,9 @@ def elements(dtype, special=True, small=False):
 
 
 def arrays(dtype, shape, special=True, small=False):
+    if np.dtype(dtype) == lr.bfloat16:  # hypothesis has no bfloat16: float32 values, rounded
+        return hnp.arrays(np.float32, shape, elements=elements(np.float32, special, small)) \
+            .map(lambda a: a.astype(lr.bfloat16))
     return hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, special, small))
 
 

@@ -25,6 +25,7 @@ from .. import dtypes as D
 from .. import ops
 from ..backends.base import frozen
 from ..errors import ShapeError
+from . import dlpack
 from .device import check_device
 
 
@@ -61,6 +62,8 @@ def _leaf(array: np.ndarray, private: bool = True):
 def _from_torch(obj):
     if obj.requires_grad:
         obj = obj.detach()
+    if "bfloat16" in str(obj.dtype):  # torch's .numpy() has no bfloat16: a copy, by DLPack
+        return dlpack.read_bfloat16(obj.cpu())
     return obj.cpu().numpy()
 
 
@@ -156,6 +159,11 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"lazyrt.from_dlpack: {type(x).__name__} does not support DLPack "
                         "(it has no __dlpack__); use lr.asarray")
+    if dlpack.is_bfloat16_on_cpu(x):  # NumPy's DLPack has no bfloat16: read, copied
+        if copy is False:
+            raise BufferError("lazyrt.from_dlpack: bfloat16 data cannot be shared without a "
+                              "copy (NumPy's DLPack does not carry bfloat16); use copy=None")
+        return asarray(dlpack.read_bfloat16(x), copy=False)
     try:
         # device="cpu": a producer on another device copies to the host where it can
         # (unless copy=False, where it must refuse)

@@ -3,8 +3,8 @@ functions, the data type functions and the constants.
 
 Dtypes are NumPy's dtype objects (``lr.float32 is np.dtype("float32")``), so
 ``x.dtype == lr.float32`` holds and ``x.dtype == "float32"`` does too.
-lazyrt has bool, int8, uint8, int32, int64, float16, float32 and float64; no
-complex, int16, uint16, uint32 or uint64.
+lazyrt has bool, int8, uint8, int32, int64, float16, float32, float64 and
+bfloat16 (``ml_dtypes.bfloat16``, ``lr.bfloat16``); no complex, int16, uint16, uint32 or uint64.
 
 Promotion is NumPy 2's (:mod:`lazyrt.dtypes`). Where the standard defines a
 promotion, NumPy's agrees with it except for int8 with uint8 (the standard's
@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from .. import _recorder as R
@@ -43,10 +44,15 @@ KINDS: dict[str, tuple[np.dtype, ...]] = {
     "signed integer": (D.int8, D.int32, D.int64),
     "unsigned integer": (D.uint8,),
     "integral": (D.int8, D.uint8, D.int32, D.int64),
-    "real floating": (D.float16, D.float32, D.float64),
+    "real floating": (D.float16, D.float32, D.float64, D.bfloat16),
     "complex floating": (),
-    "numeric": (D.int8, D.uint8, D.int32, D.int64, D.float16, D.float32, D.float64),
+    "numeric": (D.int8, D.uint8, D.int32, D.int64, D.float16, D.float32, D.float64,
+                D.bfloat16),
 }
+
+#: lazyrt's dtypes the standard does not have: counted in their kind by ``isdtype``,
+#: left out of ``__array_namespace_info__().dtypes()``
+EXTRA_DTYPES = (D.float16, D.bfloat16)
 
 
 def _dtype_of(x, fn: str) -> np.dtype:
@@ -93,9 +99,9 @@ def finfo(type, /) -> finfo_object:
     65504.0
     """
     dt = _dtype_of(type, "finfo")
-    if dt.kind != "f":
+    if dt not in KINDS["real floating"]:
         raise TypeError(f"lazyrt.finfo: {dt} is not a floating dtype; use lr.iinfo for integers")
-    fi = np.finfo(dt)
+    fi = ml_dtypes.finfo(dt)  # NumPy's finfo does not know bfloat16
     return finfo_object(int(fi.bits), float(fi.eps), float(fi.max), float(fi.min),
                         float(fi.smallest_normal), dt)
 
@@ -197,18 +203,18 @@ class __array_namespace_info__:
 
     def dtypes(self, *, device=None, kind=None) -> dict:
         """``{name: dtype}`` of the array API dtypes of ``kind`` (a kind name, a tuple
-        of them, or None for all of them). float16, which the standard does not
-        have, is not listed (``isdtype(lr.float16, "real floating")`` is True)."""
+        of them, or None for all of them). float16 and bfloat16, which the standard
+        does not have, are not listed (``isdtype(lr.float16, "real floating")`` is True)."""
         check_device(device, "__array_namespace_info__().dtypes")
         if kind is None:
-            return {dt.name: dt for dt in D.DTYPES if dt != D.float16}
+            return {dt.name: dt for dt in D.DTYPES if dt not in EXTRA_DTYPES}
         if isinstance(kind, tuple):
             out = {}
             for k in kind:
                 out.update(self.dtypes(device=device, kind=k))
             return out
         if isinstance(kind, str) and kind in KINDS:
-            return {dt.name: dt for dt in KINDS[kind] if dt != D.float16}
+            return {dt.name: dt for dt in KINDS[kind] if dt not in EXTRA_DTYPES}
         raise ValueError(f"lazyrt.__array_namespace_info__().dtypes: unknown kind {kind!r}; "
                          f"use one of {', '.join(repr(k) for k in KINDS)} or a tuple of them")
 

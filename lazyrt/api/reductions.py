@@ -6,7 +6,8 @@
 ``axis`` is an int, a tuple of ints or None (all axes); ``keepdims`` keeps
 reduced axes as size 1. Dtypes follow NumPy: sums of ints and bools are
 int64; ``mean``/``var``/``std`` of ints are float64; float16 is accumulated
-in float32 for ``mean``/``var``/``std``, as NumPy does.
+in float32 for ``mean``/``var``/``std``, as NumPy does, and so is bfloat16 (as
+JAX and torch do; NumPy would add in bfloat16).
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def _float_input(x):
     """The dtype NumPy accumulates mean/var in, and the dtype it returns."""
     code = x._node.dtype
     out = D.float_of(code)
-    acc = D.FLOAT32 if code == D.FLOAT16 else out
+    acc = D.FLOAT32 if code in D.REDUCED_FLOATS else out
     return acc, out
 
 
@@ -86,7 +87,7 @@ def _const(value, code):
 
 
 def mean(x, axis=None, keepdims=False):
-    """Arithmetic mean; ints give float64, float16 accumulates in float32.
+    """Arithmetic mean; ints give float64, float16 and bfloat16 accumulate in float32.
 
     An empty reduction gives NaN, as NumPy does (without its warning).
     """

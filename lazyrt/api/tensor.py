@@ -166,6 +166,9 @@ class Tensor(PW.PointwiseTensor):
         """DLPack export of the computed value (a barrier). Computed values are
         read-only, which DLPack before 1.0 cannot signal: those consumers get a
         copy (``torch.tensor(t)`` and ``np.from_dlpack(t)`` work either way)."""
+        if self._node.dtype == D.BFLOAT16:  # before computing: the refusal costs nothing
+            raise BufferError("lazyrt: NumPy's DLPack cannot export bfloat16 (ml_dtypes' dtype); "
+                              "use x.numpy() or np.asarray(x), or x.astype(lr.float32) first")
         a = self.numpy()
         kw = {} if max_version is None else {"max_version": max_version}
         if dl_device is not None:

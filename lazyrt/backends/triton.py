@@ -105,7 +105,26 @@ def _torch_dtype(code):
     import torch
     return {D.BOOL: torch.uint8, D.INT8: torch.int8, D.UINT8: torch.uint8,
             D.INT32: torch.int32, D.INT64: torch.int64, D.FLOAT16: torch.float16,
-            D.FLOAT32: torch.float32, D.FLOAT64: torch.float64}[code]
+            D.FLOAT32: torch.float32, D.FLOAT64: torch.float64,
+            D.BFLOAT16: torch.bfloat16}[code]
+
+
+# torch and NumPy exchange no bfloat16 arrays (ml_dtypes' is unknown to torch):
+# they share its bits as uint16
+def _host(t) -> np.ndarray:
+    """A CPU torch tensor's data as a NumPy array (bfloat16 as ml_dtypes')."""
+    import torch
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.uint16).numpy().view(D.bfloat16)
+    return t.numpy()
+
+
+def _from_host(arr: np.ndarray):
+    """``torch.from_numpy(arr)``, bfloat16 too."""
+    import torch
+    if arr.dtype == D.bfloat16:
+        return torch.from_numpy(arr.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
 
 
 def _patch_interpreter():
@@ -121,6 +140,48 @@ def _patch_interpreter():
             setattr(I.InterpreterBuilder, name,
                     lambda self, lhs, rhs, op=ops[name[-2:]]:
                     I.TensorHandle(op(lhs.data, rhs.data), tl.int1))
+    _patch_interpreter_bfloat16(I, tl)
+
+
+def _patch_interpreter_bfloat16(I, tl):
+    """The interpreter holds bfloat16 as uint16 bits, and converts to it by
+    truncation (a GPU rounds to nearest even), float64 and ints by a plain
+    ``astype(uint16)``, and its ``tl.dot`` multiplies the bits. Convert through
+    ml_dtypes' bfloat16 instead (one rounding to nearest even, NaN kept; to ints
+    through float32, as the GPU's cvt from the float32 it computes in) and
+    multiply the values. Interpreter only: compiled kernels are untouched."""
+    cast, fp_to_fp, dot = (I.InterpreterBuilder.cast_impl, I.InterpreterBuilder.create_fp_to_fp,
+                           I.InterpreterBuilder.create_dot)
+
+    def values(h):
+        """A handle's data as NumPy values (bfloat16 as ml_dtypes')."""
+        return h.data.view(D.bfloat16) if h.dtype.scalar == tl.bfloat16 else h.data
+
+    def convert(self, src, dst_type, *rest, default):
+        src_t, dst_t = src.dtype.scalar, dst_type.scalar
+        if tl.bfloat16 not in (src_t, dst_t) or src_t == dst_t:
+            return default(self, src, dst_type, *rest)
+        data = values(src)
+        if dst_t == tl.bfloat16:
+            out = data.astype(D.bfloat16).view(np.uint16)
+        else:
+            wide = data.astype(np.float32)
+            out = wide if dst_t == tl.float32 else wide.astype(I._get_np_dtype(dst_type))
+        return I.TensorHandle(out, dst_t)
+
+    def dot_values(self, a, b, d, *rest):
+        if tl.bfloat16 in (a.dtype.scalar, b.dtype.scalar):
+            a = I.TensorHandle(values(a).astype(np.float32), tl.float32)
+            b = I.TensorHandle(values(b).astype(np.float32), tl.float32)
+        return dot(self, a, b, d, *rest)
+
+    I.InterpreterBuilder.cast_impl = lambda self, src, dst: convert(self, src, dst, default=cast)
+    for name in ("create_si_to_fp", "create_ui_to_fp", "create_fp_to_si", "create_fp_to_ui",
+                 "create_fp_ext", "create_fp_trunc"):
+        setattr(I.InterpreterBuilder, name, I.InterpreterBuilder.cast_impl)
+    I.InterpreterBuilder.create_fp_to_fp = \
+        lambda self, src, dst, mode: convert(self, src, dst, mode, default=fp_to_fp)
+    I.InterpreterBuilder.create_dot = dot_values
 
 
 def _put_scalar(fa, slot, value):
@@ -301,8 +362,8 @@ class _Opaque:
         if not self.size:
             return
         if self.on_cpu:
-            ins = [_np_view(bufs[v.buffer].numpy(), v.view) for v in s.inputs]
-            bufs[s.out].numpy()[:self.size].reshape(self.shape)[...] = host.run(s, ins)
+            ins = [_np_view(_host(bufs[v.buffer]), v.view) for v in s.inputs]
+            _host(bufs[s.out])[:self.size].reshape(self.shape)[...] = host.run(s, ins)
             return
         import torch
         ins = [_view(bufs[v.buffer], v.view) for v in s.inputs]
@@ -310,8 +371,8 @@ class _Opaque:
         if self.kind == host.CONCAT:
             torch.cat(ins, dim=host.concat_axis(s), out=out)
         else:  # setslice, through the host where a slice has a negative step
-            value = host.run(s, [t.cpu().numpy() for t in ins])
-            out.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+            value = host.run(s, [_host(t.cpu()) for t in ins])
+            out.copy_(_from_host(np.ascontiguousarray(value)))
 
 
 def _np_view(arr, view):
@@ -373,11 +434,11 @@ class TritonProgram:
             arr = np.ascontiguousarray(arr)
         flat = arr.reshape(-1) if arr.ndim else arr.reshape(1)
         if flat.flags.writeable:
-            t = torch.from_numpy(flat)
+            t = _from_host(flat)
         else:  # bound results are read-only; kernels never write their inputs
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                t = torch.from_numpy(flat)
+                t = _from_host(flat)
         return t if self.on_cpu else t.to(self.device, non_blocking=True)
 
     def run(self, params, report=None):
@@ -413,7 +474,7 @@ class TritonProgram:
         for o in self.plan.outputs:
             b = self.plan.buffers[o.buffer]
             t = bufs[o.buffer]
-            host = t.numpy() if self.on_cpu else t.cpu().numpy()
+            host = _host(t if self.on_cpu else t.cpu())
             if b.dtype == D.BOOL:
                 host = host.view(np.bool_)
             whole = o.view.offset == 0 and o.view.shape == tuple(b.shape) and \

@@ -48,9 +48,10 @@ def random_params(graph, seed=0) -> list:
     for i in graph.params:
         n = graph.nodes[i]
         dt = np.dtype(D.DTYPES[n.dtype])
+        is_float = n.dtype in D.FLOATING  # bfloat16 (ml_dtypes') is NumPy kind "V"
         if n.op is ops.SCALAR:
-            out.append(0.5 if dt.kind == "f" else True if dt.kind == "b" else 1)
-        elif dt.kind == "f":
+            out.append(0.5 if is_float else True if dt.kind == "b" else 1)
+        elif is_float:
             out.append(rng.standard_normal(n.shape).astype(dt))
         elif dt.kind == "b":
             out.append(rng.random(n.shape) < 0.5)

@@ -56,8 +56,8 @@ from .. import dtypes as D
 from ..ops import CHECKED_NAMES, index_error
 
 #: dtypes whose arithmetic runs in a wider dtype, rounded back after every op
-#: as NumPy's float16 loops do: float16 in float32
-COMPUTED_IN = {D.FLOAT16: D.FLOAT32}
+#: as NumPy's float16 loops (and ml_dtypes' bfloat16 ones) do: both in float32
+COMPUTED_IN = {D.FLOAT16: D.FLOAT32, D.BFLOAT16: D.FLOAT32}
 
 
 @dataclass(frozen=True)

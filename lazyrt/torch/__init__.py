@@ -22,6 +22,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from .._source_lines import skip_source_dir as _skip_source_dir
 from . import activations as _activations
+from . import autocast as _autocast
 from . import dispatch as _dispatch
 from . import factories as _factories
 from . import meta as _meta
@@ -38,6 +39,7 @@ _dispatch.install_cross_device_copy()  # cpu_tensor.copy_(lazy_tensor) is a barr
 _activations.install()  # silu_backward reaches the lazy dispatcher whole (activations.py)
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
+_autocast.install()  # torch.autocast("cpu") casts lazy tensors as eager's CPU policy (autocast.py)
 # a node's source line is the user's model or training code, not torch's module
 _skip_source_dir(_TORCH_DIR)
 

@@ -35,7 +35,8 @@ DEVICE = torch.device("lazy")
 
 TORCH_OF_CODE = {D.BOOL: torch.bool, D.INT8: torch.int8, D.UINT8: torch.uint8,
                  D.INT32: torch.int32, D.INT64: torch.int64, D.FLOAT16: torch.float16,
-                 D.FLOAT32: torch.float32, D.FLOAT64: torch.float64}
+                 D.FLOAT32: torch.float32, D.FLOAT64: torch.float64,
+                 D.BFLOAT16: torch.bfloat16}
 CODE_OF_TORCH = {t: c for c, t in TORCH_OF_CODE.items()}
 
 
@@ -129,7 +130,10 @@ def from_cpu(t: torch.Tensor):
     t = t.detach()
     if t.dtype not in CODE_OF_TORCH:
         code_of(t.dtype)  # raises the clear error
-    return _lr_tensor(t.resolve_conj().resolve_neg().numpy(force=True))
+    t = t.resolve_conj().resolve_neg()
+    if t.dtype == torch.bfloat16:  # torch has no NumPy bfloat16: hand over its bits
+        return _lr_tensor(t.view(torch.uint16).numpy(force=True).view(D.bfloat16))
+    return _lr_tensor(t.numpy(force=True))
 
 
 #: torch's package folder, with the separator: ``torch/`` and not ``torchvision/``
@@ -216,7 +220,10 @@ def compute(value) -> np.ndarray:
 
 def to_torch_cpu(value) -> torch.Tensor:
     """A lazyrt tensor's value as a fresh, writable CPU torch tensor (a barrier)."""
-    return torch.from_numpy(np.array(compute(value), copy=True))
+    data = np.array(compute(value), copy=True)
+    if data.dtype == D.bfloat16:  # ml_dtypes' bfloat16 and torch's share their bits
+        return torch.from_numpy(data.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(data)
 
 
 def number_of(value, code: int):
