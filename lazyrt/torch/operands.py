@@ -30,7 +30,7 @@ _NUMBER = (bool, int, float)
 
 #: torch's reduced-precision floats: eager computes an op on them in float32 and
 #: rounds once (``at::opmath_type``). The one place a new one (bfloat16) is named.
-REDUCED_PRECISION = frozenset({torch.float16})
+REDUCED_PRECISION = frozenset({torch.float16, torch.bfloat16})
 _REDUCED = frozenset(CODE_OF_TORCH[t] for t in REDUCED_PRECISION if t in CODE_OF_TORCH)
 
 
