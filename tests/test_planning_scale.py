@@ -10,7 +10,7 @@ import lazyrt as lr
 from lazyrt import planner
 from lazyrt._capture import capture
 from lazyrt.graph import Graph
-from lazyrt.planner import schedule
+from lazyrt.planner import fusion, kernel_builder, schedule
 
 
 def _graph(*tensors) -> Graph:
@@ -45,3 +45,52 @@ def test_sibling_merges_build_the_dependency_closure_once(monkeypatch):
     monkeypatch.setattr(schedule, "_closures", lambda steps: calls.append(1) or closures(steps))
     assert len(planner.plan(_siblings(40)).kernels) == 1
     assert len(calls) == 1
+
+
+def _row_softmax_chain(x, layers):
+    """``layers`` row softmaxes, each of the previous one's transpose: each
+    layer's kernel finds a reduction it cannot fuse and asks for it stored."""
+    for _ in range(layers):
+        y = x.T
+        e = lr.exp(y - y.max(axis=1, keepdims=True))
+        x = e / e.sum(axis=1, keepdims=True)
+    return x
+
+
+def test_the_attempt_after_the_probe_reuses_its_kernels(monkeypatch):
+    builds, per_attempt = [], []
+    build = kernel_builder.KernelBuilder.build
+    monkeypatch.setattr(kernel_builder.KernelBuilder, "build",
+                        lambda self: builds.append(self.root) or build(self))
+    attempt = fusion._Planner._attempt
+
+    def counted(self):
+        before = len(builds)
+        try:
+            return attempt(self)
+        finally:
+            per_attempt.append(len(builds) - before)
+
+    monkeypatch.setattr(fusion._Planner, "_attempt", counted)
+    x = _row_softmax_chain(lr.tensor(np.ones((4, 4), np.float32)), 50)
+    the_plan = planner.plan(_graph(x))
+    del x
+    assert len(per_attempt) == 2 and len(the_plan.kernels) == 101
+    # the probe built every kernel with the replans known: the last attempt
+    # built them all again (101), where it now takes the probe's
+    assert per_attempt[-1] == 0
+
+
+def test_a_kernel_with_nothing_to_rewrite_is_not_rebuilt(monkeypatch):
+    from lazyrt.planner import passes
+    added = []
+    add = passes._Body.add
+    monkeypatch.setattr(passes._Body, "add", lambda self, *a, **k: added.append(1) or
+                        add(self, *a, **k))
+    x = lr.tensor(np.ones((4, 8), np.float32))
+    (spec,) = planner.plan(_graph(lr.exp(x * 2 + 1).sum(axis=1))).kernels
+    assert added == []  # no power, no float16: each pass only looked
+    assert passes.run(spec) is spec
+    h = lr.tensor(np.ones(8, np.float16))
+    (half,) = planner.plan(_graph(h * h)).kernels
+    assert added and any(st.op is lr.ops.CAST for st in half.body)  # float16 is rounded
