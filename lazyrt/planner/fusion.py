@@ -27,11 +27,12 @@ sees only the Graph, never tensors.
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 
 from .. import ops
 from . import strided as S
 from .kernel_builder import KernelBuilder, Replan
-from .kernel_ir import coalesce
+from .kernel_ir import KernelInput, KernelOutput, coalesce
 from .schedule import (DEPTH, LEGALITY, RECOMPUTE, Buffer, BufferView, Capabilities,
                        KernelStep, MatmulStep, OpaqueStep, Plan, Refusal, fold_epilogues,
                        merge_siblings, order_steps, reads, sibling_refusals, writes)
@@ -147,6 +148,11 @@ class _Planner:
         self.layouts = {i: S.transposed(S.Strided.contiguous(_swapped(n.shape)))
                         for i, n in enumerate(self.nodes)
                         if capabilities.matmul_transposed_out and self.read_transposed(i)}
+        #: (node, view chain) -> its view (:meth:`KernelBuilder.view_of`), or the
+        #: node a reshape in the chain needs stored: the same for every kernel and attempt
+        self.views = {}
+        #: root -> its kernel's last build (:meth:`kernel`), buffers named by node
+        self.built = {}
 
     def read_transposed(self, i) -> bool:
         """Whether node ``i`` is a matmul whose product only transposing views
@@ -307,9 +313,18 @@ class _Planner:
             for j in n.inputs:
                 self.buffer_view(j, buf_of)
             return frozenset()
-        kb = KernelBuilder(self, i, buf_of, scalar_of, 0)
-        kb.build()
-        return frozenset(kb.side_outputs)
+        return self.kernel(i, buf_of, scalar_of).side_outputs
+
+    def kernel(self, i, buf_of, scalar_of):
+        """Root i's :class:`BuiltKernel`, its buffers named by graph node: the
+        last build (an earlier attempt's, the probe's) where every question it
+        asked of the plan gets the same answer now, else a new build. A plan of
+        replans builds each kernel about once, not once per attempt."""
+        kept = self.built.get(i)
+        if kept is not None and kept.holds(self, buf_of):
+            return kept
+        got = self.built[i] = KernelBuilder(self, i, _NodeNames(buf_of), scalar_of, 0).built()
+        return got
 
     def _attempt(self) -> Plan:
         nodes = self.nodes
@@ -369,11 +384,10 @@ class _Planner:
                 steps.append(OpaqueStep(n.op.name, ins, n.attrs, buf_of[i]))
                 computed.append(())
                 continue
-            kb = KernelBuilder(self, i, buf_of, scalar_of, kernel_no)
-            spec = kb.build()
+            kb = self.kernel(i, buf_of, scalar_of)
             # a later root computed inside this kernel is stored here, not again
             stored.update(kb.side_outputs)
-            steps.append(KernelStep(spec))
+            steps.append(KernelStep(_numbered(kb.spec, buf_of, kernel_no)))
             computed.append(kb.computed)
             kernel_no += 1
         steps, merged = merge_siblings(steps, self.policy)
@@ -475,6 +489,33 @@ class _Planner:
         if base not in buf_of:
             raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
         return BufferView(buf_of[base], self.strided_through(base, chain))
+
+
+class _NodeNames:
+    """The nodes that have a buffer, each named by itself: a kernel is built with
+    its buffers named by graph node, so that another attempt, which numbers the
+    buffers anew, can reuse it (:func:`_numbered`)."""
+    __slots__ = ("buf_of",)
+
+    def __init__(self, buf_of):
+        self.buf_of = buf_of
+
+    def __contains__(self, i) -> bool:
+        return i in self.buf_of
+
+    def __getitem__(self, i):
+        self.buf_of[i]  # a node without a buffer fails here, as it would have
+        return i
+
+
+def _numbered(spec, buf_of, number):
+    """Kernel ``spec``, its buffers named by node, as kernel ``number`` of a plan
+    whose buffers ``buf_of`` numbers."""
+    return replace(spec, name=f"k{number}_{spec.name.split('_', 1)[1]}",
+                   inputs=tuple(KernelInput(buf_of[i.buffer], i.dtype, i.index)
+                                for i in spec.inputs),
+                   outputs=tuple(KernelOutput(buf_of[o.buffer], o.dtype, o.index, o.value)
+                                 for o in spec.outputs))
 
 
 def _swapped(shape) -> tuple:
