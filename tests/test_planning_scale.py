@@ -94,3 +94,43 @@ def test_a_kernel_with_nothing_to_rewrite_is_not_rebuilt(monkeypatch):
     h = lr.tensor(np.ones(8, np.float16))
     (half,) = planner.plan(_graph(h * h)).kernels
     assert added and any(st.op is lr.ops.CAST for st in half.body)  # float16 is rounded
+
+
+def test_a_merge_in_a_deep_graph_updates_only_what_it_changes(monkeypatch):
+    # each block's two reductions are siblings that merge; everything before
+    # them is a dependency of both, so nothing there gains a new dependent
+    walked = []
+    bits = schedule._bits
+    monkeypatch.setattr(schedule, "_bits", lambda mask: (walked.append(k) or k
+                                                         for k in bits(mask)))
+    x = lr.tensor(np.ones((4, 8), np.float32))
+    w = lr.tensor(np.ones((8, 8), np.float32))
+    outs = []
+    for _ in range(100):
+        outs += [x.sum(axis=1), x.max(axis=1)]
+        x = lr.tanh(x @ w)
+    the_plan = planner.plan(_graph(x, *outs))
+    assert sum(len(k.outputs) == 2 for k in the_plan.kernels) == 100  # the pairs merged
+    # walking every dependency of the merged pair: ~100 * 300 / 2 steps
+    assert len(walked) <= 4 * len(the_plan.steps)
+
+
+def test_the_cycle_collector_rests_while_planning_and_only_then():
+    import gc
+    seen = []
+
+    class Watching(planner.FusionPolicy):
+        def merge_siblings(self, first, second):
+            seen.append(gc.isenabled())
+            return True
+
+    x = lr.tensor(np.ones((4, 8), np.float32))
+    assert gc.isenabled()
+    planner.plan(_graph(x.sum(axis=1), x.max(axis=1)), policy=Watching())
+    assert seen == [False] and gc.isenabled()
+    gc.disable()  # a caller's choice is left as it was
+    try:
+        planner.plan(_graph(x.sum(axis=1), x.max(axis=1)), policy=Watching())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

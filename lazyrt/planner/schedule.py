@@ -176,10 +176,10 @@ def _step_inputs(steps) -> list:
     """inputs[k]: the steps that write a buffer step k reads, in read order."""
     writer = {}
     for k, s in enumerate(steps):
-        for b in writes(s):
+        for b in writes(s) if s is not None else ():
             writer[b] = k
     return [[writer[b] for b in reads(s) if b in writer and writer[b] != k]
-            for k, s in enumerate(steps)]
+            if s is not None else [] for k, s in enumerate(steps)]
 
 
 def _topological(steps, inputs) -> list:
@@ -304,7 +304,7 @@ def _closures(steps):
     Bit sets as Python ints: the closure of a plan of n steps costs n * n / 64
     word operations, where sets of indices would cost n * n / 2 hashings."""
     inputs = _step_inputs(steps)
-    order = _topological(steps, inputs)
+    order = [k for k in _topological(steps, inputs) if steps[k] is not None]
     deps = [0] * len(steps)
     for k in order:                   # inputs first
         d = 0
@@ -410,17 +410,24 @@ class _SiblingMerge:
         keys[a] = keys[a] | keys[b]
         keys[b] = None
         self.members[a] = self.members.get(a, []) + [b] + self.members.pop(b, [])
-        # what reads a or b now reads the merged step, which reads what both read:
-        # closures grow along the new paths through it (b's bit is left stale:
-        # b is no candidate any more)
+        # what reads a or b now reads the merged step, which reads what both
+        # read: a step that depended on one of them now depends on what the other
+        # depends on (and on a), and the converse. Only the steps that depended
+        # on one and not the other change: siblings that read the same values
+        # mostly share what they depend on, and a deep graph is not walked per
+        # merge. (b's bit is left stale: b is no candidate any more.)
         deps, users = self.deps, self.users
-        d, u = deps[a] | deps[b], users[a] | users[b]
-        deps[a], users[a] = d, u
         bit = 1 << a
-        for y in _bits(u):
-            deps[y] |= d | bit
-        for x in _bits(d):
-            users[x] |= u | bit
+        da, db, ua, ub = deps[a], deps[b], users[a], users[b]
+        for y in _bits(ua & ~ub):
+            deps[y] |= db
+        for y in _bits(ub & ~ua):
+            deps[y] |= da | bit
+        for x in _bits(da & ~db):
+            users[x] |= ub
+        for x in _bits(db & ~da):
+            users[x] |= ua | bit
+        deps[a], users[a] = da | db, ua | ub
 
 
 def _bits(mask):
