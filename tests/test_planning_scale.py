@@ -134,3 +134,12 @@ def test_the_cycle_collector_rests_while_planning_and_only_then():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_planning_benchmark_graphs_plan():
+    # bench/planning.py's graphs, at their smallest: the rows the suite times
+    from bench import planning as bench
+    for make in (bench.chain_graph, bench.mixed_graph):
+        graph = make(lr, 300)
+        assert graph.n_ops >= 300
+        assert planner.plan(graph).kernels
