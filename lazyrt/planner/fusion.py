@@ -26,8 +26,10 @@ sees only the Graph, never tensors.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import heapq
+import threading
 from dataclasses import replace
 
 from .. import ops
@@ -85,6 +87,23 @@ class _Recompute(Exception):
 
 
 
+_stores = threading.local()
+
+
+@contextlib.contextmanager
+def plan_store(store):
+    """Within it, on this thread, :func:`plan` with the default policy asks
+    ``store.load(graph, capabilities)`` for a plan first, and gives what it
+    plans to ``store.save(graph, capabilities, plan)``: how a backend's compile
+    keeps plans on disk (:mod:`lazyrt.plan_cache`). None: no store."""
+    previous = getattr(_stores, "store", None)
+    _stores.store = store
+    try:
+        yield
+    finally:
+        _stores.store = previous
+
+
 def plan(graph, capabilities: Capabilities = Capabilities(),
          policy: FusionPolicy | None = None) -> Plan:
     """Plan ``graph`` for a backend whose steps can do ``capabilities`` (the
@@ -93,6 +112,18 @@ def plan(graph, capabilities: Capabilities = Capabilities(),
 
     >>> plan(graph, Capabilities(matmul_epilogue=True, matmul_engine="a Triton matmul kernel"))
     """
+    store = getattr(_stores, "store", None) if policy is None else None
+    if store is not None:
+        kept = store.load(graph, capabilities)
+        if kept is not None:
+            return kept
+    the_plan = _plan(graph, capabilities, policy)
+    if store is not None:
+        store.save(graph, capabilities, the_plan)
+    return the_plan
+
+
+def _plan(graph, capabilities, policy) -> Plan:
     # The planner allocates millions of small objects and frees nearly all of
     # them by reference count; Python's cycle collector, run every few thousand
     # allocations, walks every live object each full pass: a third of the time

@@ -64,6 +64,13 @@ class BuiltKernel:
                 and all((j in buf_of) == a for j, a in self.buffered.items()))
 
 
+def comment(parts, nodes) -> str:
+    """A kernel's header comment from its ``comment_parts`` (see
+    :class:`~lazyrt.planner.kernel_ir.KernelSpec`), naming the user's lines of
+    ``nodes`` (a graph's)."""
+    return "; ".join(text + _user_lines(nodes, ids) for text, ids in parts)
+
+
 class KernelBuilder:
     """Builds one KernelSpec rooted at a realized node (legality lives here)."""
 
@@ -164,12 +171,11 @@ class KernelBuilder:
         label = "_".join(names[:4]) or "copy"
         fused = {self.root} | {i for i, _ in self.memo if not self.is_buffer_node(i)}
         self.computed = fused
+        parts = ((f"fuses {', '.join(self.fused_ops) or 'a copy'}", tuple(sorted(fused))),)
         spec = KernelSpec(f"k{self.number}_fused_{label}", tuple(self.domain),
                           tuple(self.reduce_axes or ()), tuple(self.inputs),
                           tuple(self.scalars), tuple(self.body), tuple(self.outputs),
-                          f"fuses {', '.join(self.fused_ops) or 'a copy'}"
-                          + _user_lines(self.nodes, sorted(fused)),
-                          tuple(self.scalar_params))
+                          comment(parts, self.nodes), tuple(self.scalar_params), parts)
         return passes.run(spec)
 
     # -- values --

@@ -244,7 +244,8 @@ def fold_epilogues(steps, buffers, capabilities, policy):
                      for b in spec.body)
         epilogue = KernelSpec(spec.name.replace("_fused_", "_matmul_", 1), spec.domain, (),
                               tuple(spec.inputs[k] for k in order), spec.scalars, body,
-                              spec.outputs, "matmul, then " + spec.comment, spec.scalar_params)
+                              spec.outputs, "matmul, then " + spec.comment, spec.scalar_params,
+                              _prefixed("matmul, then ", spec.comment_parts))
         for b in reads(steps[r]):
             if b in readers:
                 readers[b].discard(r)
@@ -518,7 +519,12 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
     label = b.name.split("_fused_", 1)[-1]
     return KernelSpec(f"{a.name}_{label}", a.domain, a.reduce_axes, tuple(inputs),
                       tuple(scalars), tuple(body), outputs, f"{a.comment}; {b.comment}",
-                      tuple(sparams))
+                      tuple(sparams), a.comment_parts + b.comment_parts)
+
+
+def _prefixed(text, parts) -> tuple:
+    """Comment ``parts`` with ``text`` before the first."""
+    return ((text + parts[0][0], parts[0][1]),) + parts[1:] if parts else parts
 
 
 def writes(step):
