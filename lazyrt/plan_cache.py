@@ -27,6 +27,7 @@ and the entry written anew. ``LAZYRT_PLAN_CACHE=0`` turns the cache off.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import os
@@ -114,23 +115,45 @@ def store(backend: str):
 
 # --- the entry's bytes ------------------------------------------------------------
 
+def _op_named(name):
+    return _OPS[name]
+
+
+def _op_by_name(op):
+    # ops are the op table's objects (with their lowerings): stored by name, once
+    # per entry (a reduced object is memoized, where a persistent id is not)
+    return _op_named, (op.name,)
+
+
 class _Pickler(pickle.Pickler):
-    def persistent_id(self, obj):
-        # ops are the op table's objects (with their lowerings): stored by name
-        return ("op", obj.name) if isinstance(obj, ops.OpDef) else None
+    dispatch_table = {ops.OpDef: _op_by_name}
+
+
+#: what an entry may name besides the planner's own types: a plan holds tuples,
+#: numbers, strings, frozensets, and NumPy scalars in constants
+_BUILTINS = frozenset(("frozenset", "set", "slice", "complex", "range"))
+_NUMPY = frozenset(("scalar", "dtype"))
 
 
 class _Unpickler(pickle.Unpickler):
-    def persistent_load(self, pid):
-        kind, name = pid
-        if kind != "op" or name not in _OPS:
-            raise pickle.UnpicklingError(f"unknown op {pid!r}")
-        return _OPS[name]
+    def find_class(self, module, name):
+        # an entry names only what a plan is made of: anything else is not a plan
+        if (module.startswith("lazyrt.planner.") or (module, name) == (__name__, "_op_named")
+                or (module == "builtins" and name in _BUILTINS)
+                or (module.split(".")[0] == "numpy" and name in _NUMPY)):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a plan does not hold {module}.{name}")
 
 
 def _encode(the_plan) -> bytes:
     out = io.BytesIO()
-    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(replace(the_plan, graph=None))
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(replace(the_plan, graph=None))
+    finally:
+        if collecting:
+            gc.enable()
     body = out.getvalue()
     return HEADER + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
@@ -151,10 +174,15 @@ def _read(path: str, graph):
     digest, _, body = data[len(HEADER):].partition(b"\n")
     if hashlib.sha256(body).hexdigest().encode() != digest:
         return None
+    collecting = gc.isenabled()
+    gc.disable()  # a million small objects, none in a cycle: as while planning
     try:
         the_plan = _Unpickler(io.BytesIO(body)).load()
     except Exception:  # a body that matches its checksum but not this lazyrt
         return None
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(the_plan, Plan) or not _fits(the_plan, graph):
         return None
     return replace(the_plan, graph=graph, steps=tuple(_named(st, graph) for st in the_plan.steps))

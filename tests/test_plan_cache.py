@@ -176,3 +176,14 @@ def test_a_loaded_plan_names_the_lines_of_the_graph_it_is_loaded_for(plans):
         return step.epilogue.comment
 
     assert epilogue(got) == epilogue(fresh) != epilogue(planner.plan(here, CAPS))
+
+
+def test_an_entry_naming_anything_but_a_plan_is_not_loaded(plans):
+    import hashlib
+    import pickle
+    x = lr.tensor(np.ones((4, 8), np.float32))
+    g = _graph(x * 2 + 1)
+    body = pickle.dumps(os.getcwd)  # a checksum that matches, of a callable
+    data = plan_cache.HEADER + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    plan_cache.folder().write(plan_cache.entry_name("c", g, CAPS), data)
+    assert plans.load(g, CAPS) is None
