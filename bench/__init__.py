@@ -1,10 +1,11 @@
-"""lazyrt micro-benchmarks: ``python -m bench --suite {record,cpu,gpu,torch,all}``.
+"""lazyrt micro-benchmarks: ``python -m bench --suite {record,cpu,gpu,torch,planning,all}``.
 
 * ``record_overhead`` — cost of recording one op vs eager NumPy / torch.
 * ``cpu`` — fused CPU kernels vs NumPy, torch (eager, compile), JAX, per backend.
 * ``gpu`` — the same on CUDA vs torch eager / torch.compile.
 * ``torch_suite`` — training steps through ``lazyrt.torch`` vs torch eager /
   torch.compile (``--suite torch``; models in ``torch_models``, peers in ``torch_peers``).
+* ``planning`` — planning time against graph size, up to 100k ops (``--suite planning``).
 
 ``timing`` holds the shared measurement rules, ``workloads`` the computations
 (written once for every library), ``report`` the table / JSON / PNG output.

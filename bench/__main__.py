@@ -1,4 +1,4 @@
-"""``python -m bench --suite {record,cpu,gpu,torch,all}``: run suites, print, save.
+"""``python -m bench --suite {record,cpu,gpu,torch,planning,all}``: run suites, print, save.
 
 Thread counts for NumPy's BLAS/OpenMP are set by ``bench/__init__.py``,
 which runs before this module and before anything imports NumPy.
@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-SUITES = ("record", "cpu", "gpu", "torch")
+SUITES = ("record", "cpu", "gpu", "torch", "planning")
 
 
 def parse_args(argv=None):
@@ -72,6 +72,9 @@ def run_suite(suite, args) -> None:
         payload = mod.run(args.repeats, args.quick, args.with_reference)
     elif suite == "torch":
         from bench import torch_suite as mod
+        payload = mod.run(args.repeats, args.quick)
+    elif suite == "planning":
+        from bench import planning as mod
         payload = mod.run(args.repeats, args.quick)
     else:
         from bench import gpu as mod

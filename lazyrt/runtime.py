@@ -12,7 +12,12 @@ largest pending graph, in ops, before it is cut: computed, counted in
 ``metrics.graph_cuts``; default 100000),
 ``LAZYRT_DEBUG=1`` (one line per executed graph on stderr),
 ``LAZYRT_MAX_GRAPHS`` (fail once a run needs more distinct graphs: see
-:mod:`lazyrt.observe`).
+:mod:`lazyrt.observe`), ``LAZYRT_PLAN_CACHE=0`` (plan every graph anew).
+
+The program cache holds compiled programs in memory; below it, on disk, the
+backends keep their plans (:mod:`lazyrt.plan_cache`: a graph key planned
+before by this lazyrt, in any process, is not planned again) and kernels
+(:mod:`lazyrt.cache`: a kernel source compiled before is loaded).
 
 While something watches the run (the ``lazyrt`` CLI, ``lr.debug.watch()``,
 ``LAZYRT_MAX_GRAPHS``), barriers take :func:`_execute_watched`, which reports

@@ -21,7 +21,9 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Callable, NamedTuple, Optional, Protocol, runtime_checkable
 
+from .. import plan_cache
 from ..compile_record import NOT_COMPILED, CompileRecord, KernelRecord
+from ..planner import plan_store
 
 #: ``report(launch name, seconds, bytes moved)``: called after each launch of a
 #: timed run (``LAZYRT_DEBUG>=2``)
@@ -142,9 +144,11 @@ def donation_candidates(graph, positions) -> tuple:
 def compile_graph(backend, graph, make_plan: Callable, build_step: Callable):
     """The one compile path: ``make_plan(graph)``, then ``build_step(step, plan)
     -> Built`` for each of the plan's steps, timed. Returns ``(plan, launches,
-    record)``."""
+    record)``. The planner's plans are kept on disk (:mod:`lazyrt.plan_cache`):
+    a graph this lazyrt planned before, in any process, is not planned again."""
     t0 = perf_counter()
-    the_plan = make_plan(graph)
+    with plan_store(plan_cache.store(backend.name)):  # a plan made before is loaded
+        the_plan = make_plan(graph)
     launches, kernels = [], []
     for step in the_plan.steps:
         t = perf_counter()

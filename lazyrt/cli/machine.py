@@ -255,7 +255,7 @@ def cmd_doctor(args) -> int:
 # --- bench --------------------------------------------------------------------------------
 
 #: the suites of ``python -m bench`` (bench/__main__.py's SUITES; a test keeps them equal)
-BENCH_SUITES = ("record", "cpu", "gpu", "torch")
+BENCH_SUITES = ("record", "cpu", "gpu", "torch", "planning")
 
 def _checkout() -> str:
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -8,9 +8,9 @@ orders them, merges siblings, folds epilogues and records each
 :class:`Refusal`; ``passes.py`` holds the rewrites every target needs. Backends import the
 plan's step types from here and never the graph's ops.
 """
-from .fusion import FusionPolicy, plan
+from .fusion import FusionPolicy, plan, plan_store
 from .schedule import (Buffer, BufferView, Capabilities, KernelStep, MatmulStep, OpaqueStep, Plan,
                        Refusal, matmul_operands)
 
 __all__ = ["Buffer", "BufferView", "Capabilities", "FusionPolicy", "KernelStep", "MatmulStep",
-           "OpaqueStep", "Plan", "Refusal", "matmul_operands", "plan"]
+           "OpaqueStep", "Plan", "Refusal", "matmul_operands", "plan", "plan_store"]

@@ -26,12 +26,16 @@ sees only the Graph, never tensors.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
+import threading
+from dataclasses import replace
 
 from .. import ops
 from . import strided as S
 from .kernel_builder import KernelBuilder, Replan
-from .kernel_ir import coalesce
+from .kernel_ir import KernelInput, KernelOutput, coalesce
 from .schedule import (DEPTH, LEGALITY, RECOMPUTE, Buffer, BufferView, Capabilities,
                        KernelStep, MatmulStep, OpaqueStep, Plan, Refusal, fold_epilogues,
                        merge_siblings, order_steps, reads, sibling_refusals, writes)
@@ -83,6 +87,23 @@ class _Recompute(Exception):
 
 
 
+_stores = threading.local()
+
+
+@contextlib.contextmanager
+def plan_store(store):
+    """Within it, on this thread, :func:`plan` with the default policy asks
+    ``store.load(graph, capabilities)`` for a plan first, and gives what it
+    plans to ``store.save(graph, capabilities, plan)``: how a backend's compile
+    keeps plans on disk (:mod:`lazyrt.plan_cache`). None: no store."""
+    previous = getattr(_stores, "store", None)
+    _stores.store = store
+    try:
+        yield
+    finally:
+        _stores.store = previous
+
+
 def plan(graph, capabilities: Capabilities = Capabilities(),
          policy: FusionPolicy | None = None) -> Plan:
     """Plan ``graph`` for a backend whose steps can do ``capabilities`` (the
@@ -91,7 +112,29 @@ def plan(graph, capabilities: Capabilities = Capabilities(),
 
     >>> plan(graph, Capabilities(matmul_epilogue=True, matmul_engine="a Triton matmul kernel"))
     """
-    return _Planner(graph, capabilities, policy or FusionPolicy()).run()
+    store = getattr(_stores, "store", None) if policy is None else None
+    if store is not None:
+        kept = store.load(graph, capabilities)
+        if kept is not None:
+            return kept
+    the_plan = _plan(graph, capabilities, policy)
+    if store is not None:
+        store.save(graph, capabilities, the_plan)
+    return the_plan
+
+
+def _plan(graph, capabilities, policy) -> Plan:
+    # The planner allocates millions of small objects and frees nearly all of
+    # them by reference count; Python's cycle collector, run every few thousand
+    # allocations, walks every live object each full pass: a third of the time
+    # on a 30k-op graph, and growing with it. Off while planning.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Planner(graph, capabilities, policy or FusionPolicy()).run()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Planner:
@@ -147,6 +190,11 @@ class _Planner:
         self.layouts = {i: S.transposed(S.Strided.contiguous(_swapped(n.shape)))
                         for i, n in enumerate(self.nodes)
                         if capabilities.matmul_transposed_out and self.read_transposed(i)}
+        #: (node, view chain) -> its view (:meth:`KernelBuilder.view_of`), or the
+        #: node a reshape in the chain needs stored: the same for every kernel and attempt
+        self.views = {}
+        #: root -> its kernel's last build (:meth:`kernel`), buffers named by node
+        self.built = {}
 
     def read_transposed(self, i) -> bool:
         """Whether node ``i`` is a matmul whose product only transposing views
@@ -307,9 +355,18 @@ class _Planner:
             for j in n.inputs:
                 self.buffer_view(j, buf_of)
             return frozenset()
-        kb = KernelBuilder(self, i, buf_of, scalar_of, 0)
-        kb.build()
-        return frozenset(kb.side_outputs)
+        return self.kernel(i, buf_of, scalar_of).side_outputs
+
+    def kernel(self, i, buf_of, scalar_of):
+        """Root i's :class:`BuiltKernel`, its buffers named by graph node: the
+        last build (an earlier attempt's, the probe's) where every question it
+        asked of the plan gets the same answer now, else a new build. A plan of
+        replans builds each kernel about once, not once per attempt."""
+        kept = self.built.get(i)
+        if kept is not None and kept.holds(self, buf_of):
+            return kept
+        got = self.built[i] = KernelBuilder(self, i, _NodeNames(buf_of), scalar_of, 0).built()
+        return got
 
     def _attempt(self) -> Plan:
         nodes = self.nodes
@@ -369,11 +426,10 @@ class _Planner:
                 steps.append(OpaqueStep(n.op.name, ins, n.attrs, buf_of[i]))
                 computed.append(())
                 continue
-            kb = KernelBuilder(self, i, buf_of, scalar_of, kernel_no)
-            spec = kb.build()
+            kb = self.kernel(i, buf_of, scalar_of)
             # a later root computed inside this kernel is stored here, not again
             stored.update(kb.side_outputs)
-            steps.append(KernelStep(spec))
+            steps.append(KernelStep(_numbered(kb.spec, buf_of, kernel_no)))
             computed.append(kb.computed)
             kernel_no += 1
         steps, merged = merge_siblings(steps, self.policy)
@@ -475,6 +531,33 @@ class _Planner:
         if base not in buf_of:
             raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
         return BufferView(buf_of[base], self.strided_through(base, chain))
+
+
+class _NodeNames:
+    """The nodes that have a buffer, each named by itself: a kernel is built with
+    its buffers named by graph node, so that another attempt, which numbers the
+    buffers anew, can reuse it (:func:`_numbered`)."""
+    __slots__ = ("buf_of",)
+
+    def __init__(self, buf_of):
+        self.buf_of = buf_of
+
+    def __contains__(self, i) -> bool:
+        return i in self.buf_of
+
+    def __getitem__(self, i):
+        self.buf_of[i]  # a node without a buffer fails here, as it would have
+        return i
+
+
+def _numbered(spec, buf_of, number):
+    """Kernel ``spec``, its buffers named by node, as kernel ``number`` of a plan
+    whose buffers ``buf_of`` numbers."""
+    return replace(spec, name=f"k{number}_{spec.name.split('_', 1)[1]}",
+                   inputs=tuple(KernelInput(buf_of[i.buffer], i.dtype, i.index)
+                                for i in spec.inputs),
+                   outputs=tuple(KernelOutput(buf_of[o.buffer], o.dtype, o.index, o.value)
+                                 for o in spec.outputs))
 
 
 def _swapped(shape) -> tuple:

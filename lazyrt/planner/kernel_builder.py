@@ -9,6 +9,8 @@ naming the node to store and why, and the planner stores it and tries again.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import ops
 from . import passes
 from . import strided as S
@@ -41,11 +43,40 @@ def _user_lines(nodes, ids, shown=3) -> str:
     return f" (at {', '.join(lines[:shown])}{more})"
 
 
+@dataclass(frozen=True)
+class BuiltKernel:
+    """A kernel as :class:`KernelBuilder` built it, with every question it asked
+    of the plan: whether a node is stored (``stored``), where a view chain
+    starts (``bases``), whether a node has a buffer (``buffered``). Where each
+    gets the same answer, a build again would give the same kernel: the
+    planner reuses it across attempts."""
+    spec: KernelSpec
+    side_outputs: frozenset   # outputs computed inside it and stored by it
+    computed: frozenset       # the nodes it computes
+    stored: dict
+    bases: dict
+    buffered: dict
+
+    def holds(self, planner, buf_of) -> bool:
+        """Whether every question gets the same answer from ``planner`` now."""
+        return (all(planner.is_buffer_node(j) == a for j, a in self.stored.items())
+                and all(planner.view_base(j) == a for j, a in self.bases.items())
+                and all((j in buf_of) == a for j, a in self.buffered.items()))
+
+
+def comment(parts, nodes) -> str:
+    """A kernel's header comment from its ``comment_parts`` (see
+    :class:`~lazyrt.planner.kernel_ir.KernelSpec`), naming the user's lines of
+    ``nodes`` (a graph's)."""
+    return "; ".join(text + _user_lines(nodes, ids) for text, ids in parts)
+
+
 class KernelBuilder:
     """Builds one KernelSpec rooted at a realized node (legality lives here)."""
 
     def __init__(self, planner, root, buf_of, scalar_of, number):
         self.p, self.root, self.buf_of, self.scalar_of = planner, root, buf_of, scalar_of
+        self.stored, self.bases, self.buffered = {}, {}, {}  # questions asked (BuiltKernel)
         self.nodes = planner.nodes
         self.number = number
         rn = self.nodes[root]
@@ -72,7 +103,7 @@ class KernelBuilder:
         stack, seen = list(rn.inputs), set()
         while stack:
             j = stack.pop()
-            if j in seen or self.p.is_buffer_node(j):
+            if j in seen or self.is_buffer_node(j):
                 continue
             seen.add(j)
             n = self.nodes[j]
@@ -88,6 +119,30 @@ class KernelBuilder:
                     return
             elif n.op.kind in (ops.POINTWISE, ops.VIEW):
                 stack.extend(n.inputs)
+
+    def is_buffer_node(self, i) -> bool:
+        got = self.stored.get(i)
+        if got is None:
+            got = self.stored[i] = self.p.is_buffer_node(i)
+        return got
+
+    def view_base(self, i):
+        got = self.bases.get(i)
+        if got is None:
+            got = self.bases[i] = self.p.view_base(i)
+        return got
+
+    def has_buffer(self, i) -> bool:
+        got = self.buffered.get(i)
+        if got is None:
+            got = self.buffered[i] = i in self.buf_of
+        return got
+
+    def built(self) -> BuiltKernel:
+        """The kernel :meth:`build` built, with the questions it asked."""
+        spec = self.build()
+        return BuiltKernel(spec, frozenset(self.side_outputs), frozenset(self.computed),
+                           self.stored, self.bases, self.buffered)
 
     def stmt(self, op, dtype, args=(), attr=None, acc=None):
         s = Stmt(len(self.body), op, dtype, tuple(args), attr, acc)
@@ -114,14 +169,13 @@ class KernelBuilder:
             if name not in names:
                 names.append(name)
         label = "_".join(names[:4]) or "copy"
-        fused = {self.root} | {i for i, _ in self.memo if not self.p.is_buffer_node(i)}
+        fused = {self.root} | {i for i, _ in self.memo if not self.is_buffer_node(i)}
         self.computed = fused
+        parts = ((f"fuses {', '.join(self.fused_ops) or 'a copy'}", tuple(sorted(fused))),)
         spec = KernelSpec(f"k{self.number}_fused_{label}", tuple(self.domain),
                           tuple(self.reduce_axes or ()), tuple(self.inputs),
                           tuple(self.scalars), tuple(self.body), tuple(self.outputs),
-                          f"fuses {', '.join(self.fused_ops) or 'a copy'}"
-                          + _user_lines(self.nodes, sorted(fused)),
-                          tuple(self.scalar_params))
+                          comment(parts, self.nodes), tuple(self.scalar_params), parts)
         return passes.run(spec)
 
     # -- values --
@@ -135,7 +189,7 @@ class KernelBuilder:
         if key in self.memo:
             return self.memo[key]
         n = self.nodes[i]
-        if self.p.is_buffer_node(i) and i != self.root:
+        if self.is_buffer_node(i) and i != self.root:
             v = self.load(i, chain)
             self.memo[key] = v
             return v  # read from its buffer: whoever computes it stores it
@@ -171,13 +225,26 @@ class KernelBuilder:
         return v
 
     def view_of(self, i, chain, start=None) -> S.Strided:
-        """Node i's layout (``start``, else its buffer's) seen through ``chain``."""
-        v = start or self.p.layout(i)
+        """Node i's layout (``start``, else its buffer's) seen through ``chain``.
+        Without ``start`` it depends on the graph alone: the planner keeps it
+        for every kernel (kernels that recompute a value load the same views)."""
+        if start is None:
+            key = (i, chain)
+            got = self.p.views.get(key)
+            if got is None:
+                got = self.p.views[key] = self._view_of(i, chain, self.p.layout(i))
+        else:
+            got = self._view_of(i, chain, start)
+        if isinstance(got, S.Strided):
+            return got
+        raise Replan(got, "reshape of a non-contiguous view needs a copy")
+
+    def _view_of(self, i, chain, v):
+        """``v`` through ``chain``, or the node to store when a reshape cannot view it."""
         for name, attrs, node in chain:
             w = S.apply_view(v, name, attrs)
             if w is None:
-                culprit = self.nodes[node].inputs[0] if node is not None else i
-                raise Replan(culprit, "reshape of a non-contiguous view needs a copy")
+                return self.nodes[node].inputs[0] if node is not None else i
             v = w
         return v
 
@@ -209,7 +276,7 @@ class KernelBuilder:
         index = self.value(idx, sub)
         if self.body[index].op != "load":
             raise AssertionError("lazyrt internal: a fused gather's indices are not a load")
-        base, bchain = self.p.view_base(src)
+        base, bchain = self.view_base(src)
         source = self.p.strided_through(base, bchain)
         at = self.view_of(i, chain, S.Strided(tuple(n.shape), tuple(
             0 if a == axis else st for a, st in enumerate(source.strides)), source.offset))
@@ -287,7 +354,7 @@ class KernelBuilder:
         """Store an output computed inside this kernel when each element is
         visited exactly once (else its own kernel computes it)."""
         n = self.nodes[i]
-        if i in self.side_outputs or i not in self.buf_of:
+        if i in self.side_outputs or not self.has_buffer(i):
             return
         try:
             view = self.view_of(i, chain)

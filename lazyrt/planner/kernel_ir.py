@@ -109,6 +109,10 @@ class KernelSpec:
     outputs: tuple            # KernelOutput
     comment: str = ""
     scalar_params: tuple = field(default=(), compare=False)  # program scalar slots
+    #: the comment's parts, ``(text, nodes)`` each: the part is ``text`` and the
+    #: user's lines that recorded ``nodes`` (graph nodes), so a plan kept on disk
+    #: names the lines of the graph it is loaded for (:func:`lazyrt.planner.kernel_builder.comment`)
+    comment_parts: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def outer_axes(self) -> tuple:
@@ -234,7 +238,7 @@ def coalesce(spec: KernelSpec) -> KernelSpec:
                     for n, o in enumerate(spec.outputs))
     new_reduce = tuple(a for a in range(len(sizes)) if is_red[a])
     return KernelSpec(spec.name, tuple(sizes), new_reduce, inputs, spec.scalars, spec.body,
-                      outputs, spec.comment, spec.scalar_params)
+                      outputs, spec.comment, spec.scalar_params, spec.comment_parts)
 
 
 def statements_needed(spec: KernelSpec, targets, done=(), stop=()) -> list[int]:

@@ -52,6 +52,8 @@ def specialize_pow(spec: KernelSpec) -> KernelSpec:
     """Float powers with a baked exponent of 2, 3, 0.5, 1 or -1 become multiplies,
     a square root, the base itself or a reciprocal (as NumPy's own fast paths).
     A float16 cube is multiplied in float32 and rounded once, as a power is."""
+    if not any(st.op is ops.POW for st in spec.body):
+        return spec  # a scan, not a rebuild: most kernels have no power
     consts = {st.id: st.attr for st in spec.body if st.op == "const"}
 
     def rewrite(st, args, body):
@@ -92,6 +94,9 @@ def round_float16(spec: KernelSpec) -> KernelSpec:
     ``v2: float16 = mul(v0, v1)`` becomes ``v2: float32 = mul(v0, v1)`` and
     ``v3: float16 = cast(v2, 5)``; uses of ``v2`` read ``v3``.
     """
+    if not any(st.dtype in COMPUTED_IN and computes_wider(st) for st in spec.body):
+        return spec  # a scan, not a rebuild: most kernels have no float16 op
+
     def rewrite(st, args, body):
         if not computes_wider(st):
             return None

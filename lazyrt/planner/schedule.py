@@ -8,6 +8,7 @@ is :mod:`lazyrt.planner.fusion`'s job.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from . import strided as S
@@ -175,10 +176,10 @@ def _step_inputs(steps) -> list:
     """inputs[k]: the steps that write a buffer step k reads, in read order."""
     writer = {}
     for k, s in enumerate(steps):
-        for b in writes(s):
+        for b in writes(s) if s is not None else ():
             writer[b] = k
     return [[writer[b] for b in reads(s) if b in writer and writer[b] != k]
-            for k, s in enumerate(steps)]
+            if s is not None else [] for k, s in enumerate(steps)]
 
 
 def _topological(steps, inputs) -> list:
@@ -243,7 +244,8 @@ def fold_epilogues(steps, buffers, capabilities, policy):
                      for b in spec.body)
         epilogue = KernelSpec(spec.name.replace("_fused_", "_matmul_", 1), spec.domain, (),
                               tuple(spec.inputs[k] for k in order), spec.scalars, body,
-                              spec.outputs, "matmul, then " + spec.comment, spec.scalar_params)
+                              spec.outputs, "matmul, then " + spec.comment, spec.scalar_params,
+                              _prefixed("matmul, then ", spec.comment_parts))
         for b in reads(steps[r]):
             if b in readers:
                 readers[b].discard(r)
@@ -303,7 +305,7 @@ def _closures(steps):
     Bit sets as Python ints: the closure of a plan of n steps costs n * n / 64
     word operations, where sets of indices would cost n * n / 2 hashings."""
     inputs = _step_inputs(steps)
-    order = _topological(steps, inputs)
+    order = [k for k in _topological(steps, inputs) if steps[k] is not None]
     deps = [0] * len(steps)
     for k in order:                   # inputs first
         d = 0
@@ -321,61 +323,126 @@ def merge_siblings(steps, policy):
     """Kernels over the same domain and reduce axes that read a common buffer
     and do not depend on each other become one loop (sum and max of x, mean
     and var, y = x + 1 and z = x * 2) where ``policy.merge_siblings`` agrees.
-    Pairs merge in the order (first step, second step), one at a time.
+    Pairs merge in the order (first step, second step), one at a time: each
+    merge takes the first pair, in that order, of the steps as they are then.
     Returns the steps and ``merged``: the index of each given step that now
     runs inside another -> the index of that one's first given step."""
-    steps, first, merged = list(steps), list(range(len(steps))), {}
-    while True:
-        pair = _first_mergeable_pair(steps, policy)
-        if pair is None:
-            return steps, merged
-        a, b = pair
+    return _SiblingMerge(steps, policy).run()
+
+
+class _SiblingMerge:
+    """:func:`merge_siblings` without starting over after each merge.
+
+    A merge of b into a changes only a (its spec, keys and dependencies), and
+    dependencies only grow: every pair with a first step other than a that
+    was refused stays refused, except a pair (a', a) with a' < a, which a's
+    new keys or spec may allow. So a heap holds the first steps whose pairs
+    are still to look at, smallest first: all kernels at the start, then after
+    each merge a and the earlier kernels sharing a key with it. A step taken
+    off the heap has no mergeable pair with any step before it taken off, so
+    the first pair found is the first pair of the whole plan, as a search from
+    step 0 after each merge would find (the policy is a function of the two
+    kernels). Steps keep their given index; a merged step's slot holds None.
+    """
+
+    def __init__(self, steps, policy):
+        self.steps, self.policy = list(steps), policy
+        # per step: its sibling keys (None for a step that is not a kernel),
+        # computed once: a kernel's body is scanned once for is_scan
+        self.keys = [_sibling_keys(st.spec) if isinstance(st, KernelStep) else None
+                     for st in self.steps]
+        self.readers = {}             # sibling key -> bit set of the live kernels it keys
+        for k, keys in enumerate(self.keys):
+            for key in keys or ():
+                self.readers[key] = self.readers.get(key, 0) | (1 << k)
+        self.deps = self.users = None  # the closures, made on the first candidate pair
+        self.members = {}             # step -> the given steps merged into it
+
+    def siblings(self, a) -> int:
+        """Bit set of the live kernels sharing a sibling key with kernel a."""
+        found = 0
+        for key in self.keys[a]:
+            found |= self.readers[key]
+        return found & ~(1 << a)
+
+    def run(self):
+        steps = self.steps
+        todo = [k for k, keys in enumerate(self.keys) if keys is not None]  # sorted: a heap
+        queued = set(todo)
+        while todo:
+            a = heapq.heappop(todo)
+            queued.discard(a)
+            if steps[a] is None:
+                continue              # merged into an earlier step
+            b = self.first_partner(a)
+            if b is None:
+                continue
+            self.merge(a, b)
+            for k in (a, *_bits(self.siblings(a) & ((1 << a) - 1))):
+                if k not in queued:
+                    queued.add(k)
+                    heapq.heappush(todo, k)
+        merged = {k: into for into, ks in self.members.items() for k in ks}
+        return [st for st in steps if st is not None], dict(sorted(merged.items()))
+
+    def first_partner(self, a):
+        """The first later kernel b that kernel a may merge with and that the
+        policy merges it with, or None."""
+        later = self.siblings(a) >> (a + 1)
+        if not later:
+            return None
+        if self.deps is None:         # only plans with siblings pay for the closure
+            self.deps, self.users = _closures(self.steps)
+        later &= ~((self.deps[a] | self.users[a]) >> (a + 1))
+        spec = self.steps[a].spec
+        while later:
+            b = a + (later & -later).bit_length()
+            if self.policy.merge_siblings(spec, self.steps[b].spec):
+                return b
+            later &= later - 1
+        return None
+
+    def merge(self, a, b):
+        steps, keys = self.steps, self.keys
         steps[a] = KernelStep(merge_kernels(steps[a].spec, steps[b].spec))
-        for k, into in merged.items():
-            if into == first[b]:
-                merged[k] = first[a]
-        merged[first[b]] = first[a]
-        del steps[b], first[b]
+        steps[b] = None
+        for key in keys[b]:
+            self.readers[key] = (self.readers.get(key, 0) & ~(1 << b)) | (1 << a)
+        keys[a] = keys[a] | keys[b]
+        keys[b] = None
+        self.members[a] = self.members.get(a, []) + [b] + self.members.pop(b, [])
+        # what reads a or b now reads the merged step, which reads what both
+        # read: a step that depended on one of them now depends on what the other
+        # depends on (and on a), and the converse. Only the steps that depended
+        # on one and not the other change: siblings that read the same values
+        # mostly share what they depend on, and a deep graph is not walked per
+        # merge. (b's bit is left stale: b is no candidate any more.)
+        deps, users = self.deps, self.users
+        bit = 1 << a
+        da, db, ua, ub = deps[a], deps[b], users[a], users[b]
+        for y in _bits(ua & ~ub):
+            deps[y] |= db
+        for y in _bits(ub & ~ua):
+            deps[y] |= da | bit
+        for x in _bits(da & ~db):
+            users[x] |= ub
+        for x in _bits(db & ~da):
+            users[x] |= ua | bit
+        deps[a], users[a] = da | db, ua | ub
 
 
-def _kernels_by_sibling_key(steps) -> dict:
-    """(domain, reduce axes, buffer read) -> bit set of the kernels it keys."""
-    readers = {}
-    for k, st in enumerate(steps):
-        if isinstance(st, KernelStep):
-            for key in _sibling_keys(st.spec):
-                readers[key] = readers.get(key, 0) | (1 << k)
-    return readers
+def _bits(mask):
+    """The indices of the set bits of ``mask``, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def _sibling_keys(spec):
     # a scan and a reduction over the same axis lay out their rows differently
-    return {(spec.domain, spec.reduce_axes, is_scan(spec), i.buffer) for i in spec.inputs}
-
-
-def _first_mergeable_pair(steps, policy):
-    """The first (a, b), a < b, of kernels that may merge and that the policy
-    merges, or None."""
-    readers = _kernels_by_sibling_key(steps)
-    deps = users = None
-    for a, st in enumerate(steps):
-        if not isinstance(st, KernelStep):
-            continue
-        later = 0
-        for key in _sibling_keys(st.spec):
-            later |= readers[key]
-        later >>= a + 1
-        if not later:
-            continue
-        if deps is None:              # only plans with siblings pay for the closure
-            deps, users = _closures(steps)
-        later &= ~((deps[a] | users[a]) >> (a + 1))
-        while later:
-            b = a + (later & -later).bit_length()
-            if policy.merge_siblings(st.spec, steps[b].spec):
-                return a, b
-            later &= later - 1
-    return None
+    scan = is_scan(spec)
+    return frozenset((spec.domain, spec.reduce_axes, scan, i.buffer) for i in spec.inputs)
 
 
 def sibling_refusals(steps, policy) -> list:
@@ -390,13 +457,16 @@ def sibling_refusals(steps, policy) -> list:
                     ks.append(k)
     pairs = dict.fromkeys((ks[j], ks[j + 1]) for ks in readers.values()
                           for j in range(len(ks) - 1))
-    refused, deps = [], None
+    refused, deps, scans = [], None, {}
     for a, b in pairs:
         first, second = steps[a].spec, steps[b].spec
+        for k in (a, b):              # once per kernel: is_scan reads the whole body
+            if k not in scans:
+                scans[k] = is_scan(steps[k].spec)
         if first.domain != second.domain:
             why = (f"they run over different domains {list(first.domain)} and "
                    f"{list(second.domain)}")
-        elif is_scan(first) != is_scan(second):
+        elif scans[a] != scans[b]:
             why = "one scans an axis, the other does not: their loops differ"
         elif first.reduce_axes != second.reduce_axes:
             why = (f"they reduce different axes {list(first.reduce_axes)} and "
@@ -449,7 +519,12 @@ def merge_kernels(a: KernelSpec, b: KernelSpec) -> KernelSpec:
     label = b.name.split("_fused_", 1)[-1]
     return KernelSpec(f"{a.name}_{label}", a.domain, a.reduce_axes, tuple(inputs),
                       tuple(scalars), tuple(body), outputs, f"{a.comment}; {b.comment}",
-                      tuple(sparams))
+                      tuple(sparams), a.comment_parts + b.comment_parts)
+
+
+def _prefixed(text, parts) -> tuple:
+    """Comment ``parts`` with ``text`` before the first."""
+    return ((text + parts[0][0], parts[0][1]),) + parts[1:] if parts else parts
 
 
 def writes(step):
