@@ -76,13 +76,17 @@ class CacheFolder:
     """One backend's cache folder, written safely (see the module docstring).
 
     ``what`` names its entries in messages ("C kernels"); ``root`` is the
-    cache root above it, created and checked with it.
+    cache root above it, created and checked with it. ``warn=False`` for entries
+    cheap to rebuild (plans): their private folder is not worth a warning of its
+    own beside the kernels' one.
     """
 
-    def __init__(self, path: str, root: str | None = None, what: str = "kernels"):
+    def __init__(self, path: str, root: str | None = None, what: str = "kernels",
+                 warn: bool = True):
         self.path = os.path.abspath(path)
         self.root = os.path.abspath(root) if root else None
         self.what = what
+        self.warn = warn
 
     @property
     def write_dir(self) -> str:
@@ -126,6 +130,8 @@ class CacheFolder:
                         f"create a temporary one ({e}). Set $LAZYRT_CACHE_DIR to a folder you "
                         "can write.") from None
                 _PRIVATE[self.path] = private
+                if not self.warn:
+                    return private
                 from .backends import warn_performance
                 warn_performance(
                     f"lazyrt cannot write its kernel cache {self.path} ({why}): the "

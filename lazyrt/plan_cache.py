@@ -57,7 +57,7 @@ def enabled() -> bool:
 
 def folder() -> cache.CacheFolder:
     root = cache.cache_root()
-    return cache.CacheFolder(os.path.join(root, "plans"), root, what="plans")
+    return cache.CacheFolder(os.path.join(root, "plans"), root, what="plans", warn=False)
 
 
 def fingerprint() -> bytes:

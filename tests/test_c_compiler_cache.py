@@ -1,4 +1,5 @@
 """The C compiler driver and its on-disk binary cache (lazyrt/backends/c_compiler.py)."""
+import ctypes
 import hashlib
 import json
 import multiprocessing
@@ -63,6 +64,24 @@ def test_same_process_loads_once_and_counts_no_disk_hit(tmp_path):
     snap = lazyrt.metrics.snapshot()
     assert snap["compiles"] == 1 and snap["disk_cache_hits"] == 0
     assert snap["compile_time_s"] > 0
+
+
+def test_a_kernel_at_another_plan_number_reuses_its_binary(tmp_path):
+    """A plan numbers its kernels by position (k3_..., k7_...): the same kernel at
+    another position (a graph that differs earlier) is the same binary, loaded, not
+    compiled again, and each name still finds its function."""
+    lazyrt.metrics.reset()
+    cc = CCompiler(cache_dir=str(tmp_path))
+    kernel = "double {0}(double x) {{ return {0}_twice(x) + 1; }}\n" \
+             "static double {0}_twice(double x);\n"
+    source = "static double {0}_twice(double x) {{ return 2 * x; }}\n" + kernel
+    first, _, got_first = cc.load_kernel("k3_fused_mul_add", source.format("k3_fused_mul_add"))
+    again, _, got_again = cc.load_kernel("k7_fused_mul_add", source.format("k7_fused_mul_add"))
+    assert (got_first, got_again) == ("compiled", "memory")
+    assert first == again
+    add = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(again)
+    assert add(20.0) == 41.0
+    assert lazyrt.metrics.snapshot()["compiles"] == 1
 
 
 def test_truncated_binary_is_rebuilt_not_trusted(tmp_path):

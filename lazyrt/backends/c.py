@@ -15,7 +15,6 @@ carries its compile record (``program.record``), which ``LAZYRT_DEBUG`` and
 """
 from __future__ import annotations
 
-import ctypes
 
 import numpy as np
 
@@ -212,8 +211,7 @@ class CBackend:
     def _launch(self, name, symbol, source, buffers, iargs, scalar_params):
         """A C launch of ``symbol`` from ``source`` (compiled or found on disk),
         and the cache outcome."""
-        lib, outcome = self.compiler.load_with_outcome(symbol, source)
-        address = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+        address, lib, outcome = self.compiler.load_kernel(symbol, source)
         return _launch.KernelLaunch(name, address, buffers, iargs, scalar_params, lib), outcome
 
     def compile(self, graph):
@@ -243,7 +241,7 @@ class CBackend:
                 launch.check = gather_scatter.FusedGatherCheck(step.spec, checks)
             return Built(launch, ck.name, spec_ops(step.spec), step.spec.comment, ck.source,
                          "c", outcome, step.spec.bytes_moved(),
-                         log=self.compiler.build_log(ck.symbol, ck.source))
+                         log=self.compiler.kernel_build_log(ck.symbol, ck.source))
         if isinstance(step, MatmulStep):
             launch, outcome = self._matmul(step, buffers)
             blas = "BLAS" if outcome != NOT_COMPILED else "np.matmul"
@@ -256,7 +254,7 @@ class CBackend:
                                                                       buffers)
             return Built(launch, symbol, (step.kind,), f"{step.kind}: a generated C kernel",
                          source, "c", outcome, gather_scatter.bytes_moved(launch.spec),
-                         log=self.compiler.build_log(symbol, source))
+                         log=self.compiler.kernel_build_log(symbol, source))
         launch = _Opaque(step)
         nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
                      for v in step.inputs) + buffer_bytes(buffers[step.out])

@@ -143,6 +143,18 @@ def _lazyrt_version() -> str:
     return getattr(lazyrt, "__version__", "0+unknown")
 
 
+#: the one function a kernel binary exports (see :meth:`CCompiler.load_kernel`)
+KERNEL_SYMBOL = "lazyrt_kernel"
+_PLAN_NUMBER = re.compile(r"^k\d+_")
+
+
+def _position_free(symbol: str, source: str) -> tuple[str, str]:
+    """The file stem and source a kernel is compiled from: its plan number dropped
+    from the name, its symbol (and the helpers named after it) renamed to
+    :data:`KERNEL_SYMBOL`."""
+    return _PLAN_NUMBER.sub("", symbol), source.replace(symbol, KERNEL_SYMBOL)
+
+
 class CCompiler:
     """Compiles C source to a shared object once, caches it on disk, loads it once per process.
 
@@ -183,6 +195,20 @@ class CCompiler:
             lib, outcome = self._load(name, source)
             self._by_source[(name, source)] = lib
             return lib, outcome
+
+    def load_kernel(self, symbol: str, source: str) -> tuple[int, ctypes.CDLL, str]:
+        """(address, library, cache outcome) of the function ``symbol`` of ``source``.
+
+        The binary exports it as :data:`KERNEL_SYMBOL`, and its file is named without
+        the plan's number: a plan numbers its kernels by position (``k12_fused_add``),
+        and a binary keyed on that number would be missed by the same kernel at another
+        position (a graph that differs by one node recompiled every kernel after it)."""
+        lib, outcome = self.load_with_outcome(*_position_free(symbol, source))
+        return ctypes.cast(getattr(lib, KERNEL_SYMBOL), ctypes.c_void_p).value, lib, outcome
+
+    def kernel_build_log(self, symbol: str, source: str) -> str:
+        """:meth:`build_log` of a kernel loaded with :meth:`load_kernel`."""
+        return self.build_log(*_position_free(symbol, source))
 
     def build_log(self, name: str, source: str) -> str:
         """How this process compiled ``source``: the command and the compiler's

@@ -14,7 +14,6 @@ after the program's last launch (:meth:`TritonGatherScatter.check`, and
 """
 from __future__ import annotations
 
-import ctypes
 
 import numpy as np
 
@@ -104,8 +103,7 @@ def c_launch(compiler, step, buffers):
     from ..codegen.c_gather import emit_gather_c, scatter_scratch
     spec = spec_for(step, buffers)
     symbol, source = emit_gather_c(spec)
-    lib, outcome = compiler.load_with_outcome(symbol, source)
-    address = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+    address, lib, outcome = compiler.load_kernel(symbol, source)
     slots = (0, 1, 2, 3) if scatter_scratch(spec) else (0, 1, 2)
     kernel = _launch.KernelLaunch(spec.kind, address, slots, spec.iargs(), (), lib)
     return CGatherScatter(spec, step, kernel), symbol, source, outcome
