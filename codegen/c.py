@@ -25,14 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
+from lazyrt.lowering import ComputeType, lower_statement
+from lazyrt.lowering.c import (_COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const, load_value,
+                               store_value)
 from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
 
-from .c_lower import (_COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const, load_value,
-                      store_value)
 from .c_reduce import ReductionEmitter, is_costly
 from .c_scan import ScanEmitter
 from .layout import kernel_layout
-from .lowering import ComputeType, lower_statement
 
 
 #: a transposing kernel's tiles (:meth:`_Emitter.tiled_pointwise_body`), elements

@@ -14,7 +14,7 @@ from lazyrt import dtypes as D
 
 from lazyrt import ops
 
-from .c_lower import (_COMPUTE_T, _OMP_REDUCTION, _REDUCE_INIT, PARALLEL_THRESHOLD, EmitError,
+from lazyrt.lowering.c import (_COMPUTE_T, _OMP_REDUCTION, _REDUCE_INIT, PARALLEL_THRESHOLD, EmitError,
                       _is_float)
 
 

@@ -24,7 +24,7 @@ length 0 still gets its one element.
 """
 from __future__ import annotations
 
-from .c_lower import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float,
+from lazyrt.lowering.c import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float,
                       store_value)
 from .layout import SCAN_IDENTITY, scan_initial_outputs
 

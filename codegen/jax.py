@@ -4,7 +4,7 @@ XLA fuses on its own, so the JAX path lowers the whole captured graph to one
 pure, shape-static function instead of one function per kernel spec (the
 one exception to "emitters see only KernelSpecs", by design). Each op's
 expression comes from its op-table entry (``op.lower["jax"]``, the
-vocabulary of ``codegen/jax_lower.py``); an op without one fails here, by
+vocabulary of ``lazyrt/lowering/jax.py``); an op without one fails here, by
 name. The function's parameters are the graph's parameters in capture order
 (data arrays, and runtime scalars as 0-d arrays: traced, so a new value
 never retraces); baked constants are literals (static).
@@ -23,9 +23,8 @@ import math
 
 from lazyrt import dtypes as D
 from lazyrt import ops
-
-from .jax_lower import JNP_DTYPE, JaxNode
-from .lowering import EmitError
+from lazyrt.lowering import EmitError
+from lazyrt.lowering.jax import JNP_DTYPE, JaxNode
 
 HEADER = """\
 import jax
@@ -50,7 +49,7 @@ def _literal(value, code) -> str:
 
 def emit_graph(graph, name: str) -> tuple[str, str]:
     """``(source, function name)`` of ``graph`` as one JAX function. Raises
-    :class:`~lazyrt.codegen.lowering.EmitError` naming an op JAX cannot express."""
+    :class:`~lazyrt.lowering.EmitError` naming an op JAX cannot express."""
     nodes = graph.nodes
     param_pos = {p: k for k, p in enumerate(graph.params)}
     args = [f"p{k}" for k in range(len(graph.params))]

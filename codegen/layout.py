@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
+from lazyrt.lowering import EmitError
 from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec, statements_needed
 from lazyrt.planner.passes import computes_wider
-
-from .lowering import EmitError
 
 
 @dataclass(frozen=True)

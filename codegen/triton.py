@@ -55,12 +55,12 @@ import math
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
+from lazyrt.lowering.triton import _COMPUTE_T, expression, load_expr, store_value
 from lazyrt.planner.kernel_ir import GatherCheck, KernelSpec, is_scan, statements_needed
 
 from .layout import kernel_layout
 from .triton_reduce import ReductionEmitter
 from .triton_scan import ScanEmitter, scan_kind
-from .triton_lower import _COMPUTE_T, expression, load_expr, store_value
 
 #: longest row a reduction keeps in registers (one program, one block)
 PERSISTENT_MAX = 16384

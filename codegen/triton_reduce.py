@@ -11,7 +11,7 @@ argmax/argmin (a NaN wins), sums and products in the op table's accumulator.
 """
 from __future__ import annotations
 
-from .triton_lower import _COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float
+from lazyrt.lowering.triton import _COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float
 
 
 class ReductionEmitter:

@@ -27,7 +27,8 @@ first (the output's index map is offset one element along it).
 """
 from __future__ import annotations
 
-from .triton_lower import _COMPUTE_T, EmitError, store_value
+from lazyrt.lowering.triton import _COMPUTE_T, EmitError, store_value
+
 from .layout import SCAN_IDENTITY, scan_initial_outputs
 
 #: most elements of a row one program scans at once

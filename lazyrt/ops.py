@@ -33,9 +33,9 @@ from typing import Callable
 import numpy as np
 
 from . import dtypes as D
-from .codegen import c_lower as C
-from .codegen import jax_lower as J
-from .codegen import triton_lower as T
+from .lowering import c as C
+from .lowering import jax as J
+from .lowering import triton as T
 
 LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE, SCAN = (
     "leaf", "pointwise", "reduction", "view", "matmul", "opaque", "scan")

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from lazyrt import dtypes as D
 
-from .lowering import EmitError
+from . import EmitError
 
 JNP_DTYPE = {D.BOOL: "jnp.bool_", D.INT8: "jnp.int8", D.UINT8: "jnp.uint8",
              D.INT32: "jnp.int32", D.INT64: "jnp.int64", D.FLOAT16: "jnp.float16",

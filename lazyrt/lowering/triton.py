@@ -13,7 +13,7 @@ import math
 
 from lazyrt import dtypes as D
 
-from .lowering import ComputeType, EmitError, lower_statement
+from . import ComputeType, EmitError, lower_statement
 
 _STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
             D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",

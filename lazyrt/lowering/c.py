@@ -12,7 +12,7 @@ import math
 
 from lazyrt import dtypes as D
 
-from .lowering import EmitError
+from . import EmitError
 
 _STORE_T = {D.BOOL: "uint8_t", D.INT8: "int8_t", D.UINT8: "uint8_t", D.INT32: "int32_t",
             D.INT64: "int64_t", D.FLOAT16: "_Float16", D.FLOAT32: "float",
