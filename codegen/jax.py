@@ -19,12 +19,10 @@ v2 = jnp.multiply(v0, v1)  # <doctest codegen.jax[0]>:3
 """
 from __future__ import annotations
 
-import math
-
 from lazyrt import dtypes as D
 from lazyrt import ops
 from lazyrt.lowering import EmitError
-from lazyrt.lowering.jax import JNP_DTYPE, JaxNode
+from lazyrt.lowering.jax import JNP_DTYPE, JaxNode, literal
 
 HEADER = """\
 import jax
@@ -35,16 +33,9 @@ from lazyrt.kernels import jax_math as lzj
 
 
 def _literal(value, code) -> str:
-    if code in D.FLOATING:
-        v = float(value)
-        if math.isnan(v):
-            return 'float("nan")'
-        if math.isinf(v):
-            return 'float("inf")' if v > 0 else '-float("inf")'
-        return repr(v)
-    if code == D.BOOL:
-        return repr(bool(value))
-    return repr(int(value))
+    """A baked constant of dtype ``code`` as source."""
+    kind = float if code in D.FLOATING else (bool if code == D.BOOL else int)
+    return literal(kind(value))
 
 
 def emit_graph(graph, name: str) -> tuple[str, str]:
@@ -73,6 +64,8 @@ def emit_graph(graph, name: str) -> tuple[str, str]:
         attrs = n.attrs
         if n.op.kind in (ops.REDUCTION, ops.SCAN) and n.op.accumulator is not None:
             attrs = (*attrs, n.op.accumulator(in_dtype))
+        if n.op.kind == ops.SCAN:  # include_initial's first element
+            attrs = (*attrs, n.op.identity(in_dtype))
         operands = [f"v{j}" for j in n.inputs]
         arith = getattr(lower, "arithmetic", False)
         half = arith and n.dtype in D.REDUCED_FLOATS
