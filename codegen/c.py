@@ -25,14 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
+from lazyrt.lowering import ComputeType, lower_statement
+from lazyrt.lowering.c import (_COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const, load_value,
+                               store_value)
+from lazyrt.ops import Combine
 from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
 
-from .c_lower import (_COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const, load_value,
-                      store_value)
 from .c_reduce import ReductionEmitter, is_costly
 from .c_scan import ScanEmitter
-from .layout import kernel_layout
-from .lowering import ComputeType, lower_statement
+from .layout import combine_of, kernel_layout
 
 
 #: a transposing kernel's tiles (:meth:`_Emitter.tiled_pointwise_body`), elements
@@ -188,9 +189,10 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         return lower_statement("c", st, codes[0], t, args, self.s.name)
 
     def reduce_identity(self, st, a, code):
-        if st.attr in ("any", "all"):
+        kind = combine_of(st)
+        if kind in (Combine.ANY, Combine.ALL):
             return f"({a} != 0)"
-        if st.attr in ("argmax", "argmin"):
+        if kind in (Combine.ARGMAX, Combine.ARGMIN):
             return "INT64_C(0)"
         return f"({_COMPUTE_T[st.dtype]}){a}"
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from lazyrt import dtypes as D
 
-from .c_lower import _STORE_T, PARALLEL_THRESHOLD, load_value, store_value
+from lazyrt.lowering.c import _STORE_T, PARALLEL_THRESHOLD, load_value, store_value
+
 from .gather_scatter import SCATTER_ADD, GatherScatterSpec
 
 _PRELUDE = """\

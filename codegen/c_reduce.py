@@ -11,11 +11,19 @@ float row sums and the next-row prefetch of compute-bound passes.
 from __future__ import annotations
 
 from lazyrt import dtypes as D
-
 from lazyrt import ops
+from lazyrt.lowering.c import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _is_float,
+                               identity_literal)
+from lazyrt.ops import Combine
 
-from .c_lower import (_COMPUTE_T, _OMP_REDUCTION, _REDUCE_INIT, PARALLEL_THRESHOLD, EmitError,
-                      _is_float)
+from .layout import combine_of, fold_op
+
+#: the C operator of a combine that has one (``acc op= x``)
+_C_OPERATOR = {Combine.SUM: "+", Combine.PROD: "*", Combine.ANY: "|", Combine.ALL: "&"}
+#: OpenMP's reduction identifier of each combine an accumulator folds by
+_OMP_REDUCTION = {**_C_OPERATOR, Combine.MAX: "max", Combine.MIN: "min"}
+_EXTREMES = (Combine.MAX, Combine.MIN)
+_INDEX = (Combine.ARGMAX, Combine.ARGMIN)  # first index: a serial walk, no accumulator
 
 
 def is_costly(st, divides=False) -> bool:
@@ -183,7 +191,7 @@ class ReductionEmitter:
         :meth:`column_body` walks rows and adds COLUMN_LANES neighbours at once."""
         if len(self.outer) != 1 or elem_outs:
             return False
-        if len(self.layout.passes) != 1 or any(st.attr != "sum"
+        if len(self.layout.passes) != 1 or any(combine_of(st) is not Combine.SUM
                                                for st in self.layout.passes[0]):
             return False
         o = self.outer[0]
@@ -284,7 +292,7 @@ class ReductionEmitter:
         sids = self.needed(args)
         self.compute(sids, depth, False)  # row values the loop reads, hoisted
         clauses, finals = [], []
-        serial = any(st.attr in ("argmax", "argmin") for st in reduces)
+        serial = any(combine_of(st) in _INDEX for st in reduces)
         for st in reduces:
             self.declare_accumulator(st, depth, clauses, finals)
         one_axis = len(self.red) == 1
@@ -356,13 +364,13 @@ class ReductionEmitter:
         self.line(depth, "}")
 
     def combine(self, st, depth, parts):
-        name, kind = f"acc{st.id}", st.attr
-        if kind in ("max", "min"):
-            cmp = ">" if kind == "max" else "<"
+        name, kind = f"acc{st.id}", combine_of(st)
+        if kind in _EXTREMES:
+            cmp = ">" if kind is Combine.MAX else "<"
             for x in parts:
                 self.line(depth, f"{name} = {x} {cmp} {name} ? {x} : {name};")
             return
-        op = {"sum": "+", "prod": "*", "any": "|", "all": "&"}[kind]
+        op = _C_OPERATOR[kind]
         terms = [f"({x} {op} {y})" for x, y in zip(parts[::2], parts[1::2])]
         terms += parts[len(parts) & ~1:]  # an odd one out
         self.line(depth, f"{name} {op}= {f' {op} '.join(terms)};")
@@ -371,7 +379,7 @@ class ReductionEmitter:
         """A float32/float16/bfloat16 row sum: added in float per ROW_BLOCK, in double
         across blocks (no float -> double convert per element)."""
         small = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
-        return (st.attr == "sum" and bool(self.outer) and st.dtype in small
+        return (combine_of(st) is Combine.SUM and bool(self.outer) and st.dtype in small
                 and self.s.body[st.args[0]].dtype in small)
 
     def prefetches(self, sids, last) -> list[int]:
@@ -420,30 +428,30 @@ class ReductionEmitter:
         """(C type, identity, OpenMP reduction operator) of a reduction's
         accumulator, of the op table's dtype ``st.acc``: float sums and products
         in double, integer ones in int64 held as uint64_t (wrapping like NumPy),
-        max/min in the argument's type."""
+        max/min in the argument's type; it starts at the op table's identity."""
         arg_code = self.s.body[st.args[0]].dtype
-        is_f = _is_float(arg_code)
-        kind = st.attr
-        if kind in ("sum", "prod"):
+        op = fold_op(st)
+        kind = op.combine
+        if kind in (Combine.SUM, Combine.PROD):
             if st.acc not in (D.FLOAT64, D.INT64):
-                raise EmitError(f"the C emitter accumulates {kind} in float64 or int64, "
+                raise EmitError(f"the C emitter accumulates {kind.value} in float64 or int64, "
                                 f"not {D.NAMES[st.acc]} (kernel {self.s.name})")
             acc_t = "double" if st.acc == D.FLOAT64 else "uint64_t"
-        elif kind in ("max", "min"):
+        elif kind in _EXTREMES:
             acc_t = _COMPUTE_T[arg_code]
-        elif kind in ("any", "all"):
-            acc_t, is_f = "int", False
+        elif kind in (Combine.ANY, Combine.ALL):
+            acc_t = "int"
         else:
-            raise EmitError(f"the C emitter has no reduction {kind!r}")
-        return acc_t, _REDUCE_INIT[kind](acc_t, is_f), _OMP_REDUCTION[kind]
+            raise EmitError(f"the C emitter has no reduction {kind.value!r}")
+        return acc_t, identity_literal(op.identity(arg_code), arg_code), _OMP_REDUCTION[kind]
 
     def tracks_nan(self, st) -> bool:
-        return st.attr in ("max", "min") and _is_float(self.s.body[st.args[0]].dtype)
+        return combine_of(st) in _EXTREMES and _is_float(self.s.body[st.args[0]].dtype)
 
     def declare_accumulator(self, st, depth, clauses, finals):
         t = _COMPUTE_T[st.dtype]
         name = f"acc{st.id}"
-        if st.attr in ("argmax", "argmin"):
+        if combine_of(st) in _INDEX:
             acc_t = _COMPUTE_T[self.s.body[st.args[0]].dtype]
             self.line(depth, f"{acc_t} best{st.id} = 0; int64_t {name} = 0;")
             finals.append(f"const int64_t r{st.id} = {name};")
@@ -455,7 +463,7 @@ class ReductionEmitter:
             self.line(depth, f"int nan{st.id} = 0;")
             clauses.append(f"reduction(|:nan{st.id})")
             finals.append(f"const {t} r{st.id} = nan{st.id} ? ({t})NAN : ({t}){name};")
-        elif st.attr in ("any", "all"):
+        elif combine_of(st) in (Combine.ANY, Combine.ALL):
             finals.append(f"const int r{st.id} = {name};")
         else:
             finals.append(f"const {t} r{st.id} = ({t}){name};")
@@ -465,24 +473,20 @@ class ReductionEmitter:
         float block's ``part``, which adds without a cast)."""
         x = self.var(st.args[0])
         name = name or f"acc{st.id}"
-        kind = st.attr
+        kind = combine_of(st)
         is_f = _is_float(self.s.body[st.args[0]].dtype)
         cast = "" if name.startswith("part") else f"({'double' if is_f else 'uint64_t'})"
-        if kind == "sum":
-            self.line(depth, f"{name} += {cast}{x};")
-        elif kind == "prod":
-            self.line(depth, f"{name} *= {cast}{x};")
-        elif kind in ("max", "min"):
-            cmp = ">" if kind == "max" else "<"
+        if kind in (Combine.SUM, Combine.PROD):
+            self.line(depth, f"{name} {_C_OPERATOR[kind]}= {cast}{x};")
+        elif kind in _EXTREMES:
+            cmp = ">" if kind is Combine.MAX else "<"
             self.line(depth, f"{name} = {x} {cmp} {name} ? {x} : {name};")
             if is_f:
                 self.line(depth, f"nan{st.id} |= ({x} != {x});")
-        elif kind == "any":
-            self.line(depth, f"{name} |= ({x} != 0);")
-        elif kind == "all":
-            self.line(depth, f"{name} &= ({x} != 0);")
+        elif kind in (Combine.ANY, Combine.ALL):
+            self.line(depth, f"{name} {_C_OPERATOR[kind]}= ({x} != 0);")
         else:
-            cmp = ">" if kind == "argmax" else "<"
+            cmp = ">" if kind is Combine.ARGMAX else "<"
             nan_wins = f" || {x} != {x}" if is_f else ""
             keep_nan = f"best{st.id} == best{st.id} && " if is_f else ""
             self.line(depth, f"if (lin == 0 || ({keep_nan}({x} {cmp} best{st.id}{nan_wins}))) "

@@ -24,9 +24,14 @@ length 0 still gets its one element.
 """
 from __future__ import annotations
 
-from .c_lower import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float,
-                      store_value)
-from .layout import SCAN_IDENTITY, scan_initial_outputs
+from lazyrt.lowering.c import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float,
+                               identity_literal, store_value)
+from lazyrt.ops import Combine
+
+from .layout import combine_of, fold_op, scan_initial_outputs
+
+#: the C operator of each combine a scan folds by
+_SCAN_OPERATOR = {Combine.SUM: "+", Combine.PROD: "*"}
 
 #: rows scanned together by the lanes loop shape (one accumulator each)
 SCAN_LANES = 64
@@ -42,8 +47,8 @@ class ScanEmitter:
             raise EmitError(f"kernel {s.name}: a scan runs along one axis, not {list(self.red)}")
         scans = [st for st in s.body if st.op == "scan"]
         for st in scans:
-            if st.attr[0].combine not in SCAN_IDENTITY:
-                raise EmitError(f"the C emitter has no scan {st.attr[0].combine!r} "
+            if combine_of(st) not in _SCAN_OPERATOR:
+                raise EmitError(f"the C emitter has no scan {combine_of(st).value!r} "
                                 f"(kernel {s.name})")
         # every value is computed per element: GCC hoists what does not vary along the axis
         self.elem = tuple(True for _ in s.body)
@@ -77,11 +82,16 @@ class ScanEmitter:
         for d in reversed(range(max(len(axes), 1))):
             self.line(1 + d, "}")
 
+    def scan_start(self, st) -> str:
+        """A scan's accumulator's first value: the op table's identity, as a C
+        constant of the accumulator's dtype."""
+        return _fmt_const(fold_op(st).identity(self.s.body[st.args[0]].dtype), st.dtype)
+
     def scan_accumulate(self, st, depth, acc):
         """``acc`` combined with the scan's argument, then the scan's value."""
         t = _COMPUTE_T[st.dtype]
         x = f"({t}){self.var(st.args[0])}"
-        op = "+" if st.attr[0].combine == "sum" else "*"
+        op = _SCAN_OPERATOR[combine_of(st)]
         if _is_float(st.dtype):
             self.line(depth, f"{acc} = {acc} {op} {x};")
         else:  # wrapping, as NumPy's integer scans (signed overflow is undefined in C)
@@ -107,11 +117,11 @@ class ScanEmitter:
         depth = self.scan_open_outer(outer)
         for st in scans:
             t = _COMPUTE_T[st.dtype]
-            start = _fmt_const(SCAN_IDENTITY[st.attr[0].combine], st.dtype)
-            self.line(depth, f"{t} a{st.id} = {start};")
+            self.line(depth, f"{t} a{st.id} = {self.scan_start(st)};")
         for k, o, ident in scan_initial_outputs(self.s):
             at = self.index(f"out{k}", o.index, {r: "(-1)"})
-            self.line(depth, f"out{k}[{at}] = {store_value(o.dtype, ident)};")
+            self.line(depth, f"out{k}[{at}] = "
+                             f"{store_value(o.dtype, identity_literal(ident, o.dtype))};")
         self.line(depth, f"for (int64_t i{r} = 0; i{r} < n{r}; i{r}++) {{")
         self.scan_element(depth + 1, lambda st: f"a{st.id}")
         self.line(depth, "}")
@@ -130,12 +140,13 @@ class ScanEmitter:
         for st in scans:
             t = _COMPUTE_T[st.dtype]
             self.line(depth, f"{t} a{st.id}[{lanes}];")
-            start = _fmt_const(SCAN_IDENTITY[st.attr[0].combine], st.dtype)
-            self.line(depth, f"for (int64_t j = 0; j < {lanes}; j++) a{st.id}[j] = {start};")
+            self.line(depth, f"for (int64_t j = 0; j < {lanes}; j++) "
+                             f"a{st.id}[j] = {self.scan_start(st)};")
         loop = f"for (int64_t i{last} = b{last}; i{last} < e{last}; i{last}++)"
         for k, o, ident in scan_initial_outputs(self.s):
             at = self.index(f"out{k}", o.index, {r: "(-1)"})
-            self.line(depth, f"{loop} out{k}[{at}] = {store_value(o.dtype, ident)};")
+            self.line(depth, f"{loop} out{k}[{at}] = "
+                             f"{store_value(o.dtype, identity_literal(ident, o.dtype))};")
         self.line(depth, f"for (int64_t i{r} = 0; i{r} < n{r}; i{r}++) {{")
         self.line(depth + 1, "#pragma omp simd")
         self.line(depth + 1, f"{loop} {{")

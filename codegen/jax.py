@@ -4,7 +4,7 @@ XLA fuses on its own, so the JAX path lowers the whole captured graph to one
 pure, shape-static function instead of one function per kernel spec (the
 one exception to "emitters see only KernelSpecs", by design). Each op's
 expression comes from its op-table entry (``op.lower["jax"]``, the
-vocabulary of ``codegen/jax_lower.py``); an op without one fails here, by
+vocabulary of ``lazyrt/lowering/jax.py``); an op without one fails here, by
 name. The function's parameters are the graph's parameters in capture order
 (data arrays, and runtime scalars as 0-d arrays: traced, so a new value
 never retraces); baked constants are literals (static).
@@ -19,13 +19,10 @@ v2 = jnp.multiply(v0, v1)  # <doctest codegen.jax[0]>:3
 """
 from __future__ import annotations
 
-import math
-
 from lazyrt import dtypes as D
 from lazyrt import ops
-
-from .jax_lower import JNP_DTYPE, JaxNode
-from .lowering import EmitError
+from lazyrt.lowering import EmitError
+from lazyrt.lowering.jax import JNP_DTYPE, JaxNode, literal
 
 HEADER = """\
 import jax
@@ -36,21 +33,14 @@ from lazyrt.kernels import jax_math as lzj
 
 
 def _literal(value, code) -> str:
-    if code in D.FLOATING:
-        v = float(value)
-        if math.isnan(v):
-            return 'float("nan")'
-        if math.isinf(v):
-            return 'float("inf")' if v > 0 else '-float("inf")'
-        return repr(v)
-    if code == D.BOOL:
-        return repr(bool(value))
-    return repr(int(value))
+    """A baked constant of dtype ``code`` as source."""
+    kind = float if code in D.FLOATING else (bool if code == D.BOOL else int)
+    return literal(kind(value))
 
 
 def emit_graph(graph, name: str) -> tuple[str, str]:
     """``(source, function name)`` of ``graph`` as one JAX function. Raises
-    :class:`~lazyrt.codegen.lowering.EmitError` naming an op JAX cannot express."""
+    :class:`~lazyrt.lowering.EmitError` naming an op JAX cannot express."""
     nodes = graph.nodes
     param_pos = {p: k for k, p in enumerate(graph.params)}
     args = [f"p{k}" for k in range(len(graph.params))]
@@ -74,6 +64,8 @@ def emit_graph(graph, name: str) -> tuple[str, str]:
         attrs = n.attrs
         if n.op.kind in (ops.REDUCTION, ops.SCAN) and n.op.accumulator is not None:
             attrs = (*attrs, n.op.accumulator(in_dtype))
+        if n.op.kind == ops.SCAN:  # include_initial's first element
+            attrs = (*attrs, n.op.identity(in_dtype))
         operands = [f"v{j}" for j in n.inputs]
         arith = getattr(lower, "arithmetic", False)
         half = arith and n.dtype in D.REDUCED_FLOATS

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lazyrt import dtypes as D
+from lazyrt import ops
+from lazyrt.lowering import EmitError
 from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec, statements_needed
 from lazyrt.planner.passes import computes_wider
-
-from .lowering import EmitError
 
 
 @dataclass(frozen=True)
@@ -114,18 +114,31 @@ def _check_rounded(spec: KernelSpec):
                             f"and rounds with a cast)")
 
 
-#: the value a scan starts from, by its op's combine (both emitters' scans)
-SCAN_IDENTITY = {"sum": 0, "prod": 1}
+def fold_op(st) -> ops.OpDef:
+    """The op table's entry of a ``reduce`` or ``scan`` statement: a reduce
+    statement names its reduction (``attr``), a scan's ``attr[0]`` is its op. The
+    emitters lay the fold out by its ``combine`` and start it at its ``identity``."""
+    if st.op == "scan":
+        return st.attr[0]
+    op = ops.REDUCTIONS.get(st.attr)
+    if op is None:
+        raise EmitError(f"no reduction {st.attr!r} in the op table")
+    return op
+
+
+def combine_of(st) -> ops.Combine:
+    """How a ``reduce`` or ``scan`` statement folds (:func:`fold_op`)."""
+    return fold_op(st).combine
 
 
 def scan_initial_outputs(spec) -> list:
     """(k, output, identity) for each output of ``spec`` that stores a scan's value
-    under include_initial: it gets the identity at element -1 first."""
+    under include_initial: it gets the op table's identity at element -1 first."""
     out = []
     for k, o in enumerate(spec.outputs):
         for sid in statements_needed(spec, [o.value]):
             st = spec.body[sid]
             if st.op == "scan" and st.attr[1]:
-                out.append((k, o, SCAN_IDENTITY[st.attr[0].combine]))
+                out.append((k, o, fold_op(st).identity(spec.body[st.args[0]].dtype)))
                 break
     return out

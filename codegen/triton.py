@@ -55,12 +55,13 @@ import math
 from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
+from lazyrt.lowering.triton import _COMPUTE_T, expression, load_expr, store_value
+from lazyrt.ops import Combine
 from lazyrt.planner.kernel_ir import GatherCheck, KernelSpec, is_scan, statements_needed
 
-from .layout import kernel_layout
+from .layout import combine_of, kernel_layout
 from .triton_reduce import ReductionEmitter
 from .triton_scan import ScanEmitter, scan_kind
-from .triton_lower import _COMPUTE_T, expression, load_expr, store_value
 
 #: longest row a reduction keeps in registers (one program, one block)
 PERSISTENT_MAX = 16384
@@ -289,9 +290,10 @@ class _Emitter(ReductionEmitter, ScanEmitter):
             return f"s{st.attr}"
         if st.op == "reduce":  # over no axes
             a = self.var(st.args[0])
-            if st.attr in ("any", "all"):
+            kind = combine_of(st)
+            if kind in (Combine.ANY, Combine.ALL):
                 return f"({a} != 0)"
-            if st.attr in ("argmax", "argmin"):
+            if kind in (Combine.ARGMAX, Combine.ARGMIN):
                 return f"(({a} != {a}) & ({a} == {a})).to(tl.int64)"  # 0, NaN or not
             return f"{a}.to({_COMPUTE_T[st.dtype]})"
         return expression(self.s, st, self.var)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt.codegen.layout import scalar_reads
 from lazyrt.codegen.triton import HEADER, scalar_loads, triton_cdiv
-from lazyrt.codegen.triton_lower import (_COMPUTE_T, _STORE_T, EmitError, expression, load_expr,
-                                         store_value)
+from lazyrt.lowering.triton import (_COMPUTE_T, _STORE_T, EmitError, expression, load_expr,
+                                    store_value)
 from lazyrt.planner.kernel_ir import IndexMap
 from lazyrt.planner.strided import contiguous_strides
 

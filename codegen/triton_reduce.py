@@ -11,7 +11,13 @@ argmax/argmin (a NaN wins), sums and products in the op table's accumulator.
 """
 from __future__ import annotations
 
-from .triton_lower import _COMPUTE_T, _INT_MAX, _INT_MIN, EmitError, _is_float
+from lazyrt.lowering.triton import _COMPUTE_T, EmitError, _is_float, literal
+from lazyrt.ops import Combine
+
+from .layout import combine_of, fold_op
+
+_EXTREMES = (Combine.MAX, Combine.MIN)
+_INDEX = (Combine.ARGMAX, Combine.ARGMIN)
 
 
 class ReductionEmitter:
@@ -88,49 +94,47 @@ class ReductionEmitter:
 
     def declare_accumulator(self, st):
         code, t = self.arg_info(st)
-        kind, acc = st.attr, f"acc{st.id}"
-        if kind in ("sum", "prod"):
+        kind, acc = combine_of(st), f"acc{st.id}"
+        if kind in (Combine.SUM, Combine.PROD):
             at = _COMPUTE_T[st.acc]  # the op table's accumulator (float64 for floats)
-            self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'sum' else 1}, {at})")
-        elif kind in ("max", "min"):
-            self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(kind, code)}, {t})")
+            self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(st)}, {at})")
+        elif kind in _EXTREMES:
+            self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(st)}, {t})")
             if _is_float(code):
                 self.line(1, f"nan{st.id} = tl.zeros([BLOCK], tl.int32)")
-        elif kind in ("any", "all"):
-            self.line(1, f"{acc} = tl.full([BLOCK], {0 if kind == 'any' else 1}, tl.int32)")
-        elif kind in ("argmax", "argmin"):
-            base = "max" if kind == "argmax" else "min"
-            self.line(1, f"best{st.id} = tl.full([BLOCK], {self.identity(base, code)}, {t})")
+        elif kind in (Combine.ANY, Combine.ALL):
+            self.line(1, f"{acc} = tl.full([BLOCK], {self.identity(st)}, tl.int32)")
+        elif kind in _INDEX:  # the best value so far starts at max's (min's) identity
+            self.line(1, f"best{st.id} = tl.full([BLOCK], {self.identity(st)}, {t})")
             self.line(1, f"{acc} = tl.full([BLOCK], -1, tl.int64)")
         else:
-            raise EmitError(f"the Triton emitter has no reduction {kind!r}")
+            raise EmitError(f"the Triton emitter has no reduction {kind.value!r}")
 
-    def identity(self, kind, code) -> str:
-        if _is_float(code):
-            return '-float("inf")' if kind == "max" else 'float("inf")'
-        return str(_INT_MIN[code] if kind == "max" else _INT_MAX[code])
+    def identity(self, st) -> str:
+        """The op table's identity of reduction ``st`` for its argument's dtype."""
+        return literal(fold_op(st).identity(self.arg_info(st)[0]))
 
     def accumulate(self, st, depth):
         x = self.var(st.args[0])
         code, t = self.arg_info(st)
-        kind, acc = st.attr, f"acc{st.id}"
+        kind, acc = combine_of(st), f"acc{st.id}"
         if not self.elem[st.args[0]]:
             x = f"tl.broadcast_to({x}, [BLOCK])"
-        if kind in ("sum", "prod"):
-            op = "+" if kind == "sum" else "*"
+        if kind in (Combine.SUM, Combine.PROD):
+            op = "+" if kind is Combine.SUM else "*"
             self.line(depth, f"{acc} = {acc} {op} tl.where(rmask, {x}.to({acc}.dtype), "
-                             f"{0 if kind == 'sum' else 1})")
-        elif kind in ("max", "min"):
-            cmp = ">" if kind == "max" else "<"
+                             f"{self.identity(st)})")
+        elif kind in _EXTREMES:
+            cmp = ">" if kind is Combine.MAX else "<"
             self.line(depth, f"{acc} = tl.where(rmask & ({x} {cmp} {acc}), {x}, {acc})")
             if _is_float(code):
                 self.line(depth, f"nan{st.id} = nan{st.id} | (rmask & ({x} != {x})).to(tl.int32)")
-        elif kind == "any":
+        elif kind is Combine.ANY:
             self.line(depth, f"{acc} = {acc} | (rmask & ({x} != 0)).to(tl.int32)")
-        elif kind == "all":
+        elif kind is Combine.ALL:
             self.line(depth, f"{acc} = {acc} & ((rmask == 0) | ({x} != 0)).to(tl.int32)")
         else:
-            cmp = ">" if kind == "argmax" else "<"
+            cmp = ">" if kind is Combine.ARGMAX else "<"
             b = f"best{st.id}"
             # per lane: the first best value seen (chunks come in row order);
             # a NaN beats everything and is never replaced
@@ -143,31 +147,32 @@ class ReductionEmitter:
 
     def finish(self, st):
         code, t = self.arg_info(st)
-        kind, acc = st.attr, f"acc{st.id}"
+        kind, acc = combine_of(st), f"acc{st.id}"
         out_t = _COMPUTE_T[st.dtype]
         r = f"r{st.id}"
-        if kind == "sum":
+        if kind is Combine.SUM:
             self.line(1, f"{r} = tl.sum({acc}, axis=0).to({out_t})")
-        elif kind == "prod":
+        elif kind is Combine.PROD:
             self.line(1, f"{r} = tl.reduce({acc}, 0, lzm.mul_combine).to({out_t})")
-        elif kind in ("max", "min"):
-            self.line(1, f"{r} = tl.{kind}({acc}, axis=0).to({out_t})")
+        elif kind in _EXTREMES:
+            fn = "max" if kind is Combine.MAX else "min"
+            self.line(1, f"{r} = tl.{fn}({acc}, axis=0).to({out_t})")
             if _is_float(code):
                 self.line(1, f"{r} = tl.where(tl.max(nan{st.id}, axis=0) > 0, "
                              f"float(\"nan\"), {r}).to({out_t})")
-        elif kind == "any":
+        elif kind is Combine.ANY:
             self.line(1, f"{r} = tl.max({acc}, axis=0) != 0")
-        elif kind == "all":
+        elif kind is Combine.ALL:
             self.line(1, f"{r} = tl.min({acc}, axis=0) != 0")
-        elif kind in ("argmax", "argmin"):
+        elif kind in _INDEX:
             b = f"best{st.id}"
             big = str(2**62)
             if _is_float(code):
                 self.line(1, f"nan_at = tl.min(tl.where(({b} != {b}) & ({acc} >= 0), {acc}, "
                              f"{big}), axis=0)")
-            fn = "max" if kind == "argmax" else "min"
+            fn = "max" if kind is Combine.ARGMAX else "min"
             self.line(1, f"top = tl.{fn}(tl.where({acc} >= 0, {b}, "
-                         f"{self.identity(fn, code)}), axis=0)")
+                         f"{self.identity(st)}), axis=0)")
             self.line(1, f"{r} = tl.min(tl.where(({acc} >= 0) & ({b} == top), {acc}, {big}), "
                          f"axis=0)")
             self.line(1, f"{r} = tl.where({r} == {big}, 0, {r})")

@@ -27,8 +27,10 @@ first (the output's index map is offset one element along it).
 """
 from __future__ import annotations
 
-from .triton_lower import _COMPUTE_T, EmitError, store_value
-from .layout import SCAN_IDENTITY, scan_initial_outputs
+from lazyrt.lowering.triton import _COMPUTE_T, EmitError, literal, store_value
+from lazyrt.ops import Combine
+
+from .layout import combine_of, fold_op, scan_initial_outputs
 
 #: most elements of a row one program scans at once
 SCAN_BLOCK = 1024
@@ -66,8 +68,8 @@ class ScanEmitter:
         (r,) = self.red
         scans = [st for st in s.body if st.op == "scan"]
         for st in scans:
-            if st.attr[0].combine not in SCAN_IDENTITY:
-                raise EmitError(f"the Triton emitter has no scan {st.attr[0].combine!r} "
+            if combine_of(st) not in (Combine.SUM, Combine.PROD):
+                raise EmitError(f"the Triton emitter has no scan {combine_of(st).value!r} "
                                 f"(kernel {s.name})")
         lanes = scan_kind(s) == "scan_lanes"
         last = len(s.domain) - 1
@@ -103,13 +105,13 @@ class ScanEmitter:
             at = _COMPUTE_T[st.dtype]
             carry = f"tl.zeros({shape}, {at})" if lanes else \
                 f"tl.sum(tl.zeros([BLOCK], {at}), axis=0)"
-            self.line(1, f"carry{st.id} = {carry} + {SCAN_IDENTITY[st.attr[0].combine]}")
+            self.line(1, f"carry{st.id} = {carry} + {self.scan_identity(st)}")
         for k, o, ident in scan_initial_outputs(self.s):
             st = o.index.strides[r]
             back = "" if st == 0 else (" - 1" if st == 1 else f" - out{k}_s{r}")
             init = "tl.zeros([1, BLOCK_N], tl.int64)" if lanes else \
                 "tl.sum(tl.zeros([BLOCK], tl.int64), axis=0)"
-            self.line(1, f"init{k} = {init} + {ident}")
+            self.line(1, f"init{k} = {init} + {literal(ident)}")
             self.line(1, f"tl.store(out{k} + out{k}_rb{back}, {store_value(f'init{k}', o.dtype)}"
                          + (", mask=lmask)" if lanes else ")"))
         self.line(1, f"for start in range(0, row, {block}):")
@@ -142,17 +144,21 @@ class ScanEmitter:
                 elem.append(st.op == "scan" or any(elem[a] for a in st.args))
         return tuple(elem)
 
+    def scan_identity(self, st) -> str:
+        """The op table's identity of scan ``st`` for its argument's dtype."""
+        return literal(fold_op(st).identity(self.s.body[st.args[0]].dtype))
+
     def scan_block_of(self, st, depth):
         """The scan of one block, plus the carry in; the carry out."""
-        kind, at = st.attr[0].combine, _COMPUTE_T[st.dtype]
-        ident = SCAN_IDENTITY[kind]
+        kind, at = combine_of(st), _COMPUTE_T[st.dtype]
+        ident = self.scan_identity(st)
         shape, keep = self.scan_shape
         x = self.var(st.args[0])
         if not self.elem[st.args[0]]:
             x = f"tl.broadcast_to({x}, {shape})"
         xs, c = f"x{st.id}", f"carry{st.id}"
         self.line(depth, f"{xs} = tl.where(rmask, {x}.to({at}), {ident})")
-        if kind == "sum":
+        if kind is Combine.SUM:
             self.line(depth, f"v{st.id} = tl.cumsum({xs}, axis=0) + {c}")
             self.line(depth, f"{c} = {c} + tl.sum({xs}, axis=0{keep})")
         else:

@@ -26,6 +26,7 @@ condition, handled by its own rule).
 """
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -33,9 +34,9 @@ from typing import Callable
 import numpy as np
 
 from . import dtypes as D
-from .codegen import c_lower as C
-from .codegen import jax_lower as J
-from .codegen import triton_lower as T
+from .lowering import c as C
+from .lowering import jax as J
+from .lowering import triton as T
 
 LEAF, POINTWISE, REDUCTION, VIEW, MATMUL, OPAQUE, SCAN = (
     "leaf", "pointwise", "reduction", "view", "matmul", "opaque", "scan")
@@ -47,6 +48,23 @@ CHEAP, DIVIDES, COSTLY = "cheap", "divides", "costly"
 
 #: the code-generation targets every pointwise op lowers to (or is refused by, by name)
 TARGETS = ("c", "triton", "jax")
+
+
+class Combine(enum.Enum):
+    """How a reduction or a scan folds its elements: emitters lay a reduction out
+    by it, never by the op's name, and render its identity as their own constant."""
+    SUM, PROD, MAX, MIN = "sum", "prod", "max", "min"  # max, min: NaN propagates
+    ANY, ALL, ARGMAX, ARGMIN = "any", "all", "argmax", "argmin"  # arg*: first index
+
+    def identity(self, code: int):
+        """The fold's start for dtype ``code`` (folding it with x gives x): 0, 1,
+        False, True; max's (and argmax's best) the dtype's lowest value (-inf, the
+        integer minimum, False), min's the highest."""
+        if self in (Combine.SUM, Combine.PROD):
+            return int(self is Combine.PROD)
+        if self in (Combine.ANY, Combine.ALL):
+            return self is Combine.ALL
+        return _lowest(code) if self in (Combine.MAX, Combine.ARGMAX) else _highest(code)
 
 
 @dataclass(frozen=True, eq=False)  # one object per op: compared and hashed by identity
@@ -63,11 +81,17 @@ class OpDef:
     cost: str = CHEAP
     #: target -> lowering(code, compute_type, *operand_exprs) -> expression
     lower: dict = field(default_factory=dict, repr=False, compare=False)
-    #: reductions: the combining kind ("sum", "max"...), the identity of each
-    #: argument dtype, and the dtype every backend accumulates that argument in
-    combine: str | None = None
-    identity: Callable | None = field(default=None, repr=False, compare=False)
+    #: reductions and scans: how they fold (:class:`Combine`, which gives the
+    #: identity), and the dtype every backend accumulates each argument dtype in
+    combine: Combine | None = None
     accumulator: Callable | None = field(default=None, repr=False, compare=False)
+
+    def identity(self, code: int):
+        """The identity of this reduction or scan for argument dtype ``code``:
+        its accumulator's starting value (:meth:`Combine.identity`)."""
+        if self.combine is None:
+            raise TypeError(f"op {self.name!r} is not a reduction or a scan: no identity")
+        return self.combine.identity(code)
 
     def __str__(self):
         return self.name
@@ -343,10 +367,10 @@ for _table in PHILOX.binary_table:
 
 
 # --- reductions: attrs = (axes, keepdims) ---------------------------------
-def _r(name, fn, identity, accumulator, jax, doc=""):
+def _r(name, fn, combine, accumulator, jax, doc=""):
     return _def(name, REDUCTION, 1,
                 _quiet(lambda a, attrs: fn(a, axis=attrs[0], keepdims=attrs[1])), doc=doc,
-                jax=jax, combine=name, identity=identity, accumulator=accumulator)
+                jax=jax, combine=combine, accumulator=accumulator)
 
 
 def _lowest(code):
@@ -394,23 +418,23 @@ def _arg(fn):
     return run
 
 
-SUM = _r("sum", _sum, lambda code: 0, _wide_accumulator, J.accumulate("jnp.sum"),
+SUM = _r("sum", _sum, Combine.SUM, _wide_accumulator, J.accumulate("jnp.sum"),
          "ints and bool sum in int64 (NumPy would give uint64 for uint8)")
-PROD = _r("prod", _prod, lambda code: 1, _wide_accumulator, J.accumulate("jnp.prod"))
-MAX = _r("max", np.max, _lowest, _own_dtype, J.reduce("jnp.max"), "NaN propagates")
-MIN = _r("min", np.min, _highest, _own_dtype, J.reduce("jnp.min"), "NaN propagates")
-ARGMAX = _r("argmax", _arg(np.argmax), _lowest, _own_dtype, J.arg("jnp.argmax"),
+PROD = _r("prod", _prod, Combine.PROD, _wide_accumulator, J.accumulate("jnp.prod"))
+MAX = _r("max", np.max, Combine.MAX, _own_dtype, J.reduce("jnp.max"), "NaN propagates")
+MIN = _r("min", np.min, Combine.MIN, _own_dtype, J.reduce("jnp.min"), "NaN propagates")
+ARGMAX = _r("argmax", _arg(np.argmax), Combine.ARGMAX, _own_dtype, J.arg("jnp.argmax"),
             "first index of the maximum; NaN wins, as NumPy")
-ARGMIN = _r("argmin", _arg(np.argmin), _highest, _own_dtype, J.arg("jnp.argmin"))
-ANY = _r("any", np.any, lambda code: False, lambda code: D.BOOL, J.reduce("jnp.any"))
-ALL = _r("all", np.all, lambda code: True, lambda code: D.BOOL, J.reduce("jnp.all"))
+ARGMIN = _r("argmin", _arg(np.argmin), Combine.ARGMIN, _own_dtype, J.arg("jnp.argmin"))
+ANY = _r("any", np.any, Combine.ANY, lambda code: D.BOOL, J.reduce("jnp.any"))
+ALL = _r("all", np.all, Combine.ALL, lambda code: D.BOOL, J.reduce("jnp.all"))
 
 # --- scans: attrs = (axis, include_initial) --------------------------------
 # A running sum or product along one axis, accumulated as sum/prod are (floats
 # in float64, ints and bool in int64) and rounded to the result dtype at every
 # element; include_initial puts the identity first (the result's axis is one
 # longer). The result dtype is sum's: D.accumulator of the argument.
-def _scanned(fn, start):
+def _scanned(fn, combine):
     def run(a, attrs):
         axis, include_initial = attrs
         code = D.CODE[a.dtype]
@@ -419,19 +443,19 @@ def _scanned(fn, start):
         if include_initial:
             first = list(out.shape)
             first[axis] = 1
-            out = np.concatenate([np.full(first, start, wide), out], axis=axis)
+            out = np.concatenate([np.full(first, combine.identity(code), wide), out], axis=axis)
         return out.astype(D.DTYPES[D.accumulator(code)], copy=False)
     return run
 
 
-def _s(name, fn, start, combine, jax, doc=""):
-    return _def(name, SCAN, 1, _quiet(_scanned(fn, start)), doc=doc, jax=jax, combine=combine,
-                identity=lambda code: start, accumulator=_wide_accumulator)
+def _s(name, fn, combine, jax, doc=""):
+    return _def(name, SCAN, 1, _quiet(_scanned(fn, combine)), doc=doc, jax=jax,
+                combine=combine, accumulator=_wide_accumulator)
 
 
-CUMSUM = _s("cumsum", np.cumsum, 0, "sum", J.scan("jnp.cumsum", 0),
+CUMSUM = _s("cumsum", np.cumsum, Combine.SUM, J.scan("jnp.cumsum"),
             "cumulative_sum: a scan kernel on every compiled backend; ints and bool in int64")
-CUMPROD = _s("cumprod", np.cumprod, 1, "prod", J.scan("jnp.cumprod", 1),
+CUMPROD = _s("cumprod", np.cumprod, Combine.PROD, J.scan("jnp.cumprod"),
              "cumulative_prod: as cumsum, with products")
 
 # --- views: only indexing changes -----------------------------------------
@@ -577,6 +601,9 @@ SCATTER_ADD = _def("scatter_add", OPAQUE, 2, _scatter_add,
                        "order of r (as np.add.at); attrs = (axis, size, negative); values and "
                        "idx share a shape; float16 and bfloat16 sum in float32",
                    jax=J.scatter_add)
+
+#: the reductions by name: a kernel IR ``reduce`` statement names its op (``attr``)
+REDUCTIONS = {op.name: op for op in OPS if op.kind == REDUCTION}
 
 #: scalar attribute of each reduction op's dtype rule: ints/bool widen to int64
 WIDENING_REDUCTIONS = frozenset({SUM.id, PROD.id})

@@ -22,7 +22,7 @@ import pytest
 
 import lazyrt as lr
 from conftest import assert_matches
-from lazyrt.codegen.c_lower import PARALLEL_THRESHOLD
+from lazyrt.lowering.c import PARALLEL_THRESHOLD
 from lazyrt.codegen.c_reduce import FULL_STREAMS, ROW_BLOCK
 
 T = PARALLEL_THRESHOLD

@@ -24,11 +24,11 @@ REDUCTIONS = [op for op in ops.OPS if op.kind == ops.REDUCTION]
 
 def _emitters():
     from lazyrt.codegen.c import emit_c
-    from lazyrt.codegen.c_lower import EmitError as CError
+    from lazyrt.lowering import EmitError as CError
     out = {"c": (emit_c, CError)}
     try:
         from lazyrt.codegen.triton import emit_triton
-        from lazyrt.codegen.triton_lower import EmitError as TError
+        from lazyrt.lowering import EmitError as TError
         out["triton"] = (emit_triton, TError)
     except ImportError:  # triton not installed: its emitter cannot be imported
         pass

@@ -53,7 +53,7 @@ import numpy as np
 from .. import dtypes as D
 from .. import ops
 from ..codegen.jax import emit_graph
-from ..codegen.lowering import EmitError
+from ..lowering import EmitError
 from ..compile_record import COMPILED
 from ..errors import BackendError, CompileError
 from ..metrics import metrics

@@ -12,7 +12,7 @@ import math
 
 from lazyrt import dtypes as D
 
-from .lowering import EmitError
+from . import EmitError
 
 _STORE_T = {D.BOOL: "uint8_t", D.INT8: "int8_t", D.UINT8: "uint8_t", D.INT32: "int32_t",
             D.INT64: "int64_t", D.FLOAT16: "_Float16", D.FLOAT32: "float",
@@ -223,18 +223,21 @@ def philox(code, t, seed, position):
     return f"lz_philox_word({seed}, {position})"
 
 
-_REDUCE_INIT = {
-    "sum": lambda t, f: "0", "prod": lambda t, f: "1",
-    "any": lambda t, f: "0", "all": lambda t, f: "1",
-    "max": lambda t, f: "(-INFINITY)" if f else {
-        "int8_t": "INT8_MIN", "uint8_t": "0", "int32_t": "INT32_MIN",
-        "int64_t": "INT64_MIN", "int": "0"}[t],
-    "min": lambda t, f: "INFINITY" if f else {
-        "int8_t": "INT8_MAX", "uint8_t": "UINT8_MAX", "int32_t": "INT32_MAX",
-        "int64_t": "INT64_MAX", "int": "1"}[t],
-}
-_OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "any": "|",
-                  "all": "&"}
+#: <stdint.h>'s names of the integer dtypes' extremes
+_LIMITS = {(D.INT8, -2**7): "INT8_MIN", (D.INT8, 2**7 - 1): "INT8_MAX",
+           (D.UINT8, 2**8 - 1): "UINT8_MAX", (D.INT32, -2**31): "INT32_MIN",
+           (D.INT32, 2**31 - 1): "INT32_MAX", (D.INT64, -2**63): "INT64_MIN",
+           (D.INT64, 2**63 - 1): "INT64_MAX"}
+
+
+def identity_literal(value, code) -> str:
+    """A reduction's or scan's identity for argument dtype ``code`` (the op table's)
+    as the first value of an accumulator of any C type: a whole number as an
+    integer literal, which C converts exactly; an integer dtype's extremes by their
+    <stdint.h> names (-2^63 has no literal of its own); infinities as INFINITY."""
+    if isinstance(value, float) and not value.is_integer():
+        return _fmt_const(value, D.FLOAT64)
+    return _LIMITS.get((code, int(value)), str(int(value)))
 
 
 #: element count under which a kernel stays on one thread

@@ -1,5 +1,13 @@
-"""What every lowering function receives besides its operands.
+"""The lowering vocabularies: how each op is written in each target language.
 
+One module per code-generation target (``c``, ``triton``, ``jax``) holds the
+small functions the op table (``lazyrt/ops.py``) names as an op's lowering,
+with that language's type names and constant formatting. They sit on a floor
+below the op table: they import only :mod:`lazyrt.dtypes`, so ``ops.py`` can
+name them, while the emitters (``codegen/``) that call them sit above the
+planner, which reads the op table.
+
+This module holds what every lowering receives besides its operands.
 A lowering is ``lower(code, t, *operands) -> expression``: ``code`` is the
 operands' dtype and ``t`` the result's compute type in the target language,
 a :class:`ComputeType` that also knows the result's lazyrt dtype (a cast to

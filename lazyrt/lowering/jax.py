@@ -10,11 +10,12 @@ lowers the captured graph as one function. A lowering is
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from lazyrt import dtypes as D
 
-from .lowering import EmitError
+from . import EmitError
 
 JNP_DTYPE = {D.BOOL: "jnp.bool_", D.INT8: "jnp.int8", D.UINT8: "jnp.uint8",
              D.INT32: "jnp.int32", D.INT64: "jnp.int64", D.FLOAT16: "jnp.float16",
@@ -33,6 +34,16 @@ class JaxNode(NamedTuple):
 
 def _jt(code) -> str:
     return JNP_DTYPE[code]
+
+
+def literal(value) -> str:
+    """A constant (a Python float, int or bool) as Python source that reads back
+    exactly: infinities and NaN as ``float(...)``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return 'float("nan")'
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(value)
 
 
 # --- pointwise ------------------------------------------------------------
@@ -221,20 +232,20 @@ def searchsorted(n, a, v):
     return f"jnp.searchsorted({a}, {v}, side={n.attrs[0]!r}).astype(jnp.int64)"
 
 
-# --- scans (cumsum, cumprod): attrs = (axis, include_initial, accumulator) ---
+# --- scans (cumsum, cumprod): attrs = (axis, include_initial, accumulator, identity) ---
 
-def scan(name, start):
+def scan(name):
     """``name`` (jnp.cumsum or jnp.cumprod) along one axis in the op table's
     accumulator dtype (``n.attrs[2]``, set by the emitter), rounded to the
-    result dtype; include_initial puts ``start`` first."""
+    result dtype; include_initial puts the op table's identity (``n.attrs[3]``) first."""
     def lower(n, a):
-        axis, include_initial, acc = n.attrs
+        axis, include_initial, acc, identity = n.attrs
         out = f"{name}({a}.astype({_jt(acc)}), axis={axis}).astype({_jt(n.dtype)})"
         if not include_initial:
             return out
         first = tuple(1 if k == axis else d for k, d in enumerate(n.shape))
-        return (f"jnp.concatenate([jnp.full({first!r}, {start}, {_jt(n.dtype)}), {out}], "
-                f"axis={axis})")
+        return (f"jnp.concatenate([jnp.full({first!r}, {literal(identity)}, "
+                f"{_jt(n.dtype)}), {out}], axis={axis})")
     return lower
 
 

@@ -13,33 +13,37 @@ import math
 
 from lazyrt import dtypes as D
 
-from .lowering import ComputeType, EmitError, lower_statement
+from . import ComputeType, EmitError, lower_statement
 
 _STORE_T = {D.BOOL: "tl.uint8", D.INT8: "tl.int8", D.UINT8: "tl.uint8", D.INT32: "tl.int32",
             D.INT64: "tl.int64", D.FLOAT16: "tl.float16", D.FLOAT32: "tl.float32",
             D.FLOAT64: "tl.float64", D.BFLOAT16: "tl.bfloat16"}
 _COMPUTE_T = {**_STORE_T, D.BOOL: "tl.int1", D.FLOAT16: "tl.float32", D.BFLOAT16: "tl.float32"}
 _BITS = {D.INT8: 8, D.UINT8: 8, D.INT32: 32, D.INT64: 64, D.BOOL: 1}
-_INT_MIN = {D.INT8: -2**7, D.UINT8: 0, D.INT32: -2**31, D.INT64: -2**63, D.BOOL: 0}
-_INT_MAX = {D.INT8: 2**7 - 1, D.UINT8: 255, D.INT32: 2**31 - 1, D.INT64: 2**63 - 1, D.BOOL: 1}
 
 
 def _is_float(code):
     return code in D.FLOATING
 
 
+def literal(value) -> str:
+    """A constant (a Python float, int or bool: a reduction's identity from the op
+    table) as Triton source: infinities and NaN as ``float(...)``, bool as 0 or 1."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else '-float("inf")'
+        return repr(value)
+    return str(int(value))
+
+
 def fmt_const(value, code) -> str:
     """A scalar tensor of dtype ``code`` holding ``value``."""
-    t = _COMPUTE_T[code]
-    if _is_float(code):
-        v = float(value)
-        lit = ('float("nan")' if math.isnan(v) else
-               (('float("inf")' if v > 0 else '-float("inf")') if math.isinf(v) else repr(v)))
-    elif code == D.BOOL:
-        lit = "1" if value else "0"
-    else:
-        lit = str(int(value))
-    return f"tl.full([], {lit}, {t})"
+    kind = float if _is_float(code) else (bool if code == D.BOOL else int)
+    return f"tl.full([], {literal(kind(value))}, {_COMPUTE_T[code]})"
 
 
 # --- lowerings: each takes (code, t, *operands) and returns a Triton expression ---
