@@ -21,7 +21,7 @@ list of SSA statements:
               every backend accumulates in (the op table's policy)
   ``scan``    a running combine along the one reduce axis (a *scan kernel*,
               :func:`is_scan`): ``attr = (op, include_initial)``, ``op`` the
-              op table's scan (``op.combine`` is "sum" or "prod"); its value
+              op table's scan (``op.combine`` is ``Combine.SUM`` or ``Combine.PROD``); its value
               at each element combines the argument up to and including that
               element, in ``acc`` (its dtype). An
               output that stores a scan's value (or a cast of it) under
