@@ -24,39 +24,9 @@ from .. import _recorder as R
 from .. import dtypes as D
 from .. import ops
 from ..backends.base import frozen
-from ..errors import ShapeError
 from . import dlpack
 from .device import check_device
-
-
-def _shape_arg(shape, op="zeros") -> tuple:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        shape = tuple(int(d) for d in shape)
-    except TypeError as exc:
-        raise TypeError(f"lazyrt.{op}: shape must be an int or a tuple of ints, "
-                        f"not {shape!r}") from exc
-    if any(d < 0 for d in shape):
-        raise ShapeError(f"lazyrt.{op}: negative dimension in shape {shape}")
-    return shape
-
-
-def _leaf(array: np.ndarray, private: bool = True):
-    """A data leaf over ``array``, which nobody may write to from now on.
-
-    A ``private`` array (made for this tensor, nobody else holds it) is frozen
-    itself, so that it reads as immutable to the owner (see :func:`lazyrt.backends.base.frozen`); a
-    shared one gets a read-only view, and its owner may still write to it."""
-    code = D.code_of(array.dtype)
-    if array.dtype != D.DTYPES[code]:
-        array = array.astype(D.DTYPES[code])
-        private = True
-    if array.flags.writeable:
-        if not (private and array.flags.owndata):
-            array = array.view()
-        array.flags.writeable = False
-    return R.wrap(R.data_node(array, code))
+from .operands import data_leaf, normalize_shape
 
 
 def _from_torch(obj):
@@ -132,7 +102,13 @@ def asarray(obj, /, dtype=None, copy=None, *, device=None):
                                 "lazyrt integer dtype (int64 at most)")
         raise TypeError(f"lazyrt.asarray: cannot make a tensor from {type(obj).__name__} "
                         "(ragged or non-numeric data)")
-    return _leaf(arr, private=arr is not obj and arr.flags.owndata)
+    return data_leaf(arr, private=arr is not obj and arr.flags.owndata)
+
+
+def as_tensor(x):
+    """``x`` itself if it is a tensor, else :func:`asarray` of it: how every API
+    function takes its tensor operands (a list, a scalar, a NumPy array)."""
+    return x if isinstance(x, R.TensorBase) else asarray(x)
 
 
 def tensor(obj, dtype=None, *, device=None):
@@ -179,7 +155,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
 
     ``dtype=None`` is the fill value's kind: bool, int64 or float64."""
     check_device(device, "full")
-    shape = _shape_arg(shape, "full")
+    shape = normalize_shape(shape, "full")
     if isinstance(fill_value, R.TensorBase):
         raise TypeError("lazyrt.full: fill_value must be a Python scalar")
     code = D.default_dtype_of_scalar(fill_value) if dtype is None else D.code_of(dtype)
@@ -252,8 +228,8 @@ def arange(start, /, stop=None, step=1, dtype=None, *, device=None):
         start, stop = 0, start
     # dtype goes to NumPy itself: arange(0.5, 3, 0.5, dtype=int32) is not a cast of the
     # float result (NumPy steps by the cast difference of the first two values)
-    return _leaf(np.arange(start, stop, step,
-                           dtype=None if dtype is None else D.DTYPES[D.code_of(dtype)]))
+    return data_leaf(np.arange(start, stop, step,
+                               dtype=None if dtype is None else D.DTYPES[D.code_of(dtype)]))
 
 
 def _float_default(dtype):
@@ -263,11 +239,12 @@ def _float_default(dtype):
 def linspace(start, stop, /, num=50, endpoint=True, dtype=None, *, device=None):
     """As ``np.linspace``; ``dtype=None`` is the default float (float64)."""
     check_device(device, "linspace")
-    return _leaf(np.linspace(start, stop, num, endpoint=endpoint, dtype=_float_default(dtype)))
+    return data_leaf(np.linspace(start, stop, num, endpoint=endpoint,
+                                 dtype=_float_default(dtype)))
 
 
 def eye(n, m=None, /, k=0, dtype=None, *, device=None):
     """As ``np.eye`` (the array API's ``n_rows, n_cols``); ``dtype=None`` is the
     default float (float64)."""
     check_device(device, "eye")
-    return _leaf(np.eye(n, m, k, dtype=_float_default(dtype)))
+    return data_leaf(np.eye(n, m, k, dtype=_float_default(dtype)))

@@ -24,15 +24,17 @@ from .. import _recorder as R
 from .. import dtypes as D
 from .. import ops
 from ..errors import DTypeError, ShapeError
+from .creation import as_tensor
+from .operands import normalize_axis
 from .pointwise import astype
-from .views import _axis, _t, broadcast_to, reshape
+from .views import broadcast_to, reshape
 
 __all__ = ["index_add", "scatter_add", "take_along_axis"]
 
 
 def _indices(name, indices):
     """``indices`` as a tensor of int32 or int64 (narrower ints widened)."""
-    indices = _t(indices)
+    indices = as_tensor(indices)
     code = indices._node.dtype
     if code not in D.INTEGRAL or code == D.BOOL:
         raise DTypeError(f"lazyrt.{name}: indices must have an integer dtype, not "
@@ -67,14 +69,14 @@ def take_along_axis(x, indices, /, *, axis=-1, negative_indices=True):
     >>> lr.take_along_axis(w, lr.asarray([[1], [1], [0]]), axis=0).tolist()
     [[3.0, 4.0], [3.0, 4.0], [1.0, 2.0]]
     """
-    x, indices = _t(x), _indices("take_along_axis", indices)
+    x, indices = as_tensor(x), _indices("take_along_axis", indices)
     if x.ndim == 0:
         raise ShapeError("lazyrt.take_along_axis: x must have at least one axis, got a 0-d "
                          "tensor")
     if indices.ndim != x.ndim:
         raise ShapeError(f"lazyrt.take_along_axis: indices must have x's rank {x.ndim}, got "
                          f"shape {indices.shape} for x of shape {x.shape}")
-    axis = _axis("take_along_axis", axis, x.ndim)
+    axis = normalize_axis("take_along_axis", axis, x.ndim)
     common = _off_axis("take_along_axis", axis, x.shape, indices.shape)
     n, m = x.shape[axis], indices.shape[axis]
     shape = tuple(m if k == axis else d for k, d in enumerate(common))
@@ -99,13 +101,13 @@ def scatter_add(x, indices, values, /, *, axis=0, negative_indices=True):
     >>> lr.scatter_add(lr.zeros(3), lr.asarray([0, 2, 0]), lr.asarray([1.0, 2.0, 4.0])).tolist()
     [5.0, 0.0, 2.0]
     """
-    x, indices, values = _t(x), _indices("scatter_add", indices), _t(values)
+    x, indices, values = as_tensor(x), _indices("scatter_add", indices), as_tensor(values)
     if x.ndim == 0:
         raise ShapeError("lazyrt.scatter_add: x must have at least one axis, got a 0-d tensor")
     if not indices.ndim == values.ndim == x.ndim:
         raise ShapeError(f"lazyrt.scatter_add: x, indices and values must have the same rank; "
                          f"got shapes {x.shape}, {indices.shape} and {values.shape}")
-    axis = _axis("scatter_add", axis, x.ndim)
+    axis = normalize_axis("scatter_add", axis, x.ndim)
     try:
         shape = np.broadcast_shapes(indices.shape, values.shape)
     except ValueError:
@@ -138,12 +140,12 @@ def index_add(x, indices, values, /, *, axis=0, negative_indices=True):
     >>> lr.index_add(lr.zeros(4, dtype=lr.int64), lr.asarray([3, 3]), lr.asarray([1, 2])).tolist()
     [0, 0, 0, 3]
     """
-    x, indices, values = _t(x), _indices("index_add", indices), _t(values)
+    x, indices, values = as_tensor(x), _indices("index_add", indices), as_tensor(values)
     if indices.ndim != 1:
         raise ShapeError(f"lazyrt.index_add: indices must be 1-D, got shape {indices.shape}")
     if x.ndim == 0:
         raise ShapeError("lazyrt.index_add: x must have at least one axis, got a 0-d tensor")
-    axis = _axis("index_add", axis, x.ndim)
+    axis = normalize_axis("index_add", axis, x.ndim)
     want = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
     if values.ndim != x.ndim or any(v not in (w, 1) for v, w in zip(values.shape, want)):
         raise ShapeError(f"lazyrt.index_add: values of shape {values.shape} do not match "

@@ -31,10 +31,12 @@ import numpy as np
 from .. import _recorder_shapes as S
 from .. import dtypes as D
 from ..errors import DTypeError, ShapeError
-from .manipulation import _int, _t, matrix_transpose, tensordot, vecdot
+from .creation import as_tensor
+from .manipulation import matrix_transpose, tensordot, vecdot
+from .operands import int_argument, normalize_axis
 from .pointwise import abs as _abs, astype, sqrt
 from .reductions import max as _max, min as _min, normalize_axes, sum as _sum
-from .views import _axis, broadcast_to, concat, reshape
+from .views import broadcast_to, concat, reshape
 
 matmul = S.matmul
 
@@ -61,7 +63,7 @@ def _float(name, x):
 
 
 def _matrix(name, x):
-    x = _t(x)
+    x = as_tensor(x)
     if x.ndim < 2:
         raise ShapeError(f"lazyrt.linalg.{name}: needs a tensor of rank >= 2, "
                          f"got shape {x.shape}")
@@ -72,7 +74,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The ``ord``-norm over ``axis`` (all axes by default): ``ord`` is 2
     (Euclidean), 1, ``inf`` (max abs), ``-inf`` (min abs), 0 (count of nonzeros)
     or any other real p (``sum(abs(x)**p)**(1/p)``)."""
-    x = _t(x)
+    x = as_tensor(x)
     if isinstance(ord, bool) or not isinstance(ord, (int, float)):
         raise TypeError(f"lazyrt.linalg.vector_norm: ord must be a real number, not {ord!r}")
     axes = normalize_axes("linalg.vector_norm", x.shape, axis)
@@ -125,7 +127,7 @@ def diagonal(x, /, *, offset=0):
     """The diagonal ``offset`` (above the main one when > 0) of each matrix of the
     last two axes: a strided view of the matrix, nothing copied until read."""
     x = _matrix("diagonal", x)
-    offset = _int("linalg.diagonal", "offset", offset)
+    offset = int_argument("linalg.diagonal", "offset", offset)
     m, n = x.shape[-2:]
     if offset >= 0:
         start, length = offset, min(m, n - offset)
@@ -150,7 +152,7 @@ def trace(x, /, *, offset=0, dtype=None):
 
 def outer(x1, x2, /):
     """The outer product of two 1-D tensors, in their promoted dtype."""
-    x1, x2 = _t(x1), _t(x2)
+    x1, x2 = as_tensor(x1), as_tensor(x2)
     if x1.ndim != 1 or x2.ndim != 1:
         raise ShapeError(f"lazyrt.linalg.outer: inputs must be 1-D, got shapes {x1.shape} "
                          f"and {x2.shape}")
@@ -160,7 +162,7 @@ def outer(x1, x2, /):
 def cross(x1, x2, /, *, axis=-1):
     """The cross product of 3-vectors along ``axis`` (of the broadcast shape); the
     other axes broadcast. Numeric dtypes only (ints wrap, as NumPy)."""
-    x1, x2 = _t(x1), _t(x2)
+    x1, x2 = as_tensor(x1), as_tensor(x2)
     if D.BOOL in (x1._node.dtype, x2._node.dtype):
         raise DTypeError(f"lazyrt.linalg.cross: needs numeric inputs, not {x1.dtype} and "
                          f"{x2.dtype}")
@@ -172,7 +174,7 @@ def cross(x1, x2, /, *, axis=-1):
     except ValueError:
         raise ShapeError(f"lazyrt.linalg.cross: shapes {x1.shape} and {x2.shape} do not "
                          "broadcast together") from None
-    axis = _axis("linalg.cross", axis, len(shape))
+    axis = normalize_axis("linalg.cross", axis, len(shape))
     back = axis - len(shape)
     if -back > min(x1.ndim, x2.ndim) or x1.shape[back] != 3 or x2.shape[back] != 3:
         raise ShapeError(f"lazyrt.linalg.cross: axis {axis} must have size 3 in both "

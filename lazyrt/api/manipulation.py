@@ -18,7 +18,6 @@ depends on their values (see :func:`repeat`).
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
@@ -26,30 +25,22 @@ from .. import _recorder as R
 from .. import dtypes as D
 from .. import ops
 from ..errors import AxisError, DTypeError, ShapeError
-from .creation import arange, asarray
+from .creation import arange, as_tensor, asarray
 from .pointwise import astype, where
 from .reductions import sum as _sum
-from .views import _axis, _t, broadcast_to, concat, permute, reshape, swapaxes
+from .views import broadcast_to, concat, permute, reshape, swapaxes
 from .indexing import take_along_axis
+from .operands import int_argument, normalize_axis
 
 __all__ = ["broadcast_arrays", "flip", "matrix_transpose", "meshgrid", "moveaxis",
            "permute_dims", "repeat", "roll", "take", "tensordot", "tile", "tril", "triu",
            "unstack", "vecdot"]
 
 
-def _int(name, what, value):
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"lazyrt.{name}: {what} must be an int, not {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"lazyrt.{name}: {what} must be an int, not {value!r}") from None
-
-
 def _axes(name, axis, ndim) -> tuple:
     """``axis`` (an int or a sequence of ints) normalized, without repeats."""
     seq = axis if isinstance(axis, (tuple, list)) else (axis,)
-    out = tuple(_axis(name, a, ndim) for a in seq)
+    out = tuple(normalize_axis(name, a, ndim) for a in seq)
     if len(set(out)) != len(out):
         raise AxisError(f"lazyrt.{name}: repeated axis in {axis!r}")
     return out
@@ -71,10 +62,10 @@ def _along(axis, index, ndim):
 # --- triangles -------------------------------------------------------------------
 
 def _triangle(name, x, k, keep):
-    x = _t(x)
+    x = as_tensor(x)
     if x.ndim < 2:
         raise ShapeError(f"lazyrt.{name}: needs a tensor of rank >= 2, got shape {x.shape}")
-    k = _int(name, "k", k)
+    k = int_argument(name, "k", k)
     n, m = x.shape[-2:]
     # column - row against k: the indices are data, k a runtime scalar, and the
     # comparison fuses with the select into one kernel over x
@@ -98,7 +89,7 @@ def triu(x, /, *, k=0):
 def flip(x, /, *, axis=None):
     """``x`` with the order of elements reversed along ``axis`` (every axis by
     default): a slice with step -1, no data moved until it is read."""
-    x = _t(x)
+    x = as_tensor(x)
     axes = tuple(range(x.ndim)) if axis is None else _axes("flip", axis, x.ndim)
     if not axes:
         return _copy(x)
@@ -109,10 +100,10 @@ def roll(x, /, shift, *, axis=None):
     """Elements shifted along ``axis`` (of the flattened tensor when None), those
     pushed past the end coming back at the start. ``shift`` and ``axis`` may be
     tuples (paired, or one broadcast against the other, as NumPy)."""
-    x = _t(x)
+    x = as_tensor(x)
     if axis is None:
         shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
-        total = builtins_sum(_int("roll", "shift", s) for s in shifts)
+        total = builtins_sum(int_argument("roll", "shift", s) for s in shifts)
         return reshape(roll(reshape(x, (-1,)), total, axis=0), x.shape)
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
@@ -121,8 +112,8 @@ def roll(x, /, shift, *, axis=None):
     width = max(len(shifts), len(axes))
     totals = {}
     for s, a in zip(shifts * (width // len(shifts)), axes * (width // len(axes))):
-        a = _axis("roll", a, x.ndim)
-        totals[a] = totals.get(a, 0) + _int("roll", "shift", s)
+        a = normalize_axis("roll", a, x.ndim)
+        totals[a] = totals.get(a, 0) + int_argument("roll", "shift", s)
     out = _copy(x)
     for a, s in sorted(totals.items()):
         n = x.shape[a]
@@ -140,7 +131,7 @@ builtins_sum = sum  # the builtin: this module's own sums are _sum (lazy)
 def moveaxis(x, source, destination, /):
     """Axes ``source`` moved to positions ``destination`` (ints or tuples); the
     other axes keep their order."""
-    x = _t(x)
+    x = as_tensor(x)
     src, dst = _axes("moveaxis", source, x.ndim), _axes("moveaxis", destination, x.ndim)
     if len(src) != len(dst):
         raise ValueError(f"lazyrt.moveaxis: source {source!r} and destination "
@@ -153,7 +144,7 @@ def moveaxis(x, source, destination, /):
 
 def permute_dims(x, /, axes):
     """Axes reordered by ``axes``, a permutation of ``(0, ..., x.ndim - 1)``."""
-    x = _t(x)
+    x = as_tensor(x)
     axes = tuple(axes)
     if len(axes) != x.ndim:
         raise AxisError(f"lazyrt.permute_dims: axes {axes} do not permute the "
@@ -163,7 +154,7 @@ def permute_dims(x, /, axes):
 
 def matrix_transpose(x, /):
     """The last two axes swapped (``x.mT``); ``x`` must have rank >= 2."""
-    x = _t(x)
+    x = as_tensor(x)
     if x.ndim < 2:
         raise ShapeError(f"lazyrt.matrix_transpose: needs a tensor of rank >= 2, "
                          f"got shape {x.shape}")
@@ -174,7 +165,7 @@ def matrix_transpose(x, /):
 
 def broadcast_arrays(*arrays):
     """The arrays broadcast to their common shape (a list, each a lazy view)."""
-    ts = [_t(a) for a in arrays]
+    ts = [as_tensor(a) for a in arrays]
     try:
         shape = np.broadcast_shapes(*(t.shape for t in ts))
     except ValueError:
@@ -188,7 +179,7 @@ def meshgrid(*arrays, indexing="xy"):
     two outputs' axes swapped) or ``'ij'`` (matrix). Each keeps its dtype."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"lazyrt.meshgrid: indexing must be 'xy' or 'ij', not {indexing!r}")
-    ts = [_t(a) for a in arrays]
+    ts = [as_tensor(a) for a in arrays]
     for t in ts:
         if t.ndim != 1:
             raise ShapeError(f"lazyrt.meshgrid: inputs must be 1-D, got shapes "
@@ -212,8 +203,8 @@ def meshgrid(*arrays, indexing="xy"):
 def tile(x, repetitions, /):
     """``x`` repeated ``repetitions[i]`` times along each axis (NumPy's tile:
     the shorter of ``repetitions`` and the shape is padded with leading 1s)."""
-    x = _t(x)
-    reps = tuple(_int("tile", "repetitions", r) for r in repetitions)
+    x = as_tensor(x)
+    reps = tuple(int_argument("tile", "repetitions", r) for r in repetitions)
     if any(r < 0 for r in reps):
         raise ValueError(f"lazyrt.tile: repetitions must be >= 0, got {reps}")
     d = max(len(reps), x.ndim)
@@ -235,11 +226,11 @@ def repeat(x, repeats, /, *, axis=None):
     barrier, counted in ``lr.metrics.materializations`` when it was pending;
     ``x`` itself stays lazy (an indexed read, ``take``).
     """
-    x = _t(x)
+    x = as_tensor(x)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     else:
-        axis = _axis("repeat", axis, x.ndim)
+        axis = normalize_axis("repeat", axis, x.ndim)
     n = x.shape[axis]
     if isinstance(repeats, (R.TensorBase, np.ndarray, list, tuple)):
         counts = repeats.numpy() if isinstance(repeats, R.TensorBase) else np.asarray(repeats)
@@ -255,7 +246,7 @@ def repeat(x, repeats, /, *, axis=None):
             picks = np.repeat(np.arange(n, dtype=np.int64), counts)
             return take(x, asarray(picks), axis=axis)
         repeats = int(counts.reshape(-1)[0])
-    r = _int("repeat", "repeats", repeats)
+    r = int_argument("repeat", "repeats", repeats)
     if r < 0:
         raise ValueError(f"lazyrt.repeat: repeats must be >= 0, got {r}")
     head, tail = x.shape[:axis + 1], x.shape[axis + 1:]
@@ -267,10 +258,10 @@ def repeat(x, repeats, /, *, axis=None):
 
 def unstack(x, /, *, axis=0):
     """The slices of ``x`` along ``axis``, as a tuple of tensors of rank ``x.ndim - 1``."""
-    x = _t(x)
+    x = as_tensor(x)
     if x.ndim == 0:
         raise ShapeError("lazyrt.unstack: a 0-d tensor has no axis to unstack")
-    axis = _axis("unstack", axis, x.ndim)
+    axis = normalize_axis("unstack", axis, x.ndim)
     return tuple(x[_along(axis, i, x.ndim)] for i in range(x.shape[axis]))
 
 
@@ -285,7 +276,7 @@ def take(x, indices, /, *, axis=None):
     >>> lr.take(lr.asarray([[1, 2], [3, 4]]), lr.asarray([1, -2, 1]), axis=0).tolist()
     [[3, 4], [1, 2], [3, 4]]
     """
-    x, indices = _t(x), _t(indices)
+    x, indices = as_tensor(x), as_tensor(indices)
     if indices.ndim != 1:
         raise ShapeError(f"lazyrt.take: indices must be 1-D, got shape {indices.shape}")
     if indices._node.dtype not in D.INTEGRAL or indices._node.dtype == D.BOOL:
@@ -296,7 +287,7 @@ def take(x, indices, /, *, axis=None):
             raise ValueError(f"lazyrt.take: axis is required for a tensor of shape {x.shape} "
                              "(it may be omitted only for a 1-D tensor)")
         axis = 0
-    axis = _axis("take", axis, x.ndim)
+    axis = normalize_axis("take", axis, x.ndim)
     if x.shape[axis] == 0 and indices.shape[0]:
         raise IndexError(f"lazyrt.take: cannot take from axis {axis} of size 0 "
                          f"(shape {x.shape})")
@@ -312,7 +303,7 @@ def tensordot(x1, x2, /, *, axes=2):
     first n of ``x2``) or two sequences of axes to pair. Contracted sizes must be
     equal (or 1, broadcast). Lazy: a permute, a reshape and one matmul.
     """
-    x1, x2 = _t(x1), _t(x2)
+    x1, x2 = as_tensor(x1), as_tensor(x2)
     if isinstance(axes, (tuple, list)):
         if len(axes) != 2:
             raise ValueError(f"lazyrt.tensordot: axes must be an int or a pair of "
@@ -320,7 +311,7 @@ def tensordot(x1, x2, /, *, axes=2):
         a1 = _axes("tensordot", axes[0], x1.ndim) if _seq_len(axes[0]) else ()
         a2 = _axes("tensordot", axes[1], x2.ndim) if _seq_len(axes[1]) else ()
     else:
-        n = _int("tensordot", "axes", axes)
+        n = int_argument("tensordot", "axes", axes)
         if not 0 <= n <= min(x1.ndim, x2.ndim):
             raise ValueError(f"lazyrt.tensordot: axes={n} is out of range for shapes "
                              f"{x1.shape} and {x2.shape}")
@@ -353,7 +344,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     axes broadcast. Both must have the same size along ``axis``. The result has the
     promoted dtype (ints wrap, as NumPy; bool is or-of-ands). Lazy: a multiply and
     a sum, one kernel."""
-    x1, x2 = _t(x1), _t(x2)
+    x1, x2 = as_tensor(x1), as_tensor(x2)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ShapeError(f"lazyrt.vecdot: inputs must have rank >= 1, got shapes "
                          f"{x1.shape} and {x2.shape}")
@@ -362,7 +353,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     except ValueError:
         raise ShapeError(f"lazyrt.vecdot: shapes {x1.shape} and {x2.shape} do not "
                          "broadcast together") from None
-    axis = _axis("vecdot", axis, len(shape))
+    axis = normalize_axis("vecdot", axis, len(shape))
     back = axis - len(shape)
     if -back > min(x1.ndim, x2.ndim) or x1.shape[back] != x2.shape[back]:
         raise ShapeError(f"lazyrt.vecdot: axis {axis} must have the same size in both "

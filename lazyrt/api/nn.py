@@ -5,27 +5,23 @@ from __future__ import annotations
 import math
 
 from . import pointwise as P
+from . import random as Rn
 from . import reductions as Rd
-from .creation import asarray
+from .creation import as_tensor
 from ..errors import ShapeError
-from .pointwise import _require_float
-
-
-def _t(x):
-    from .._recorder import TensorBase
-    return x if isinstance(x, TensorBase) else asarray(x)
+from .operands import check_probability, require_float
 
 
 def relu(x):
     """max(x, 0); NaN stays NaN."""
-    x = _t(x)
+    x = as_tensor(x)
     return P.maximum(x, 0)
 
 
 def gelu(x, approximate="none"):
     """x * Φ(x), exact (erf) or with torch's tanh approximation."""
-    x = _t(x)
-    _require_float("gelu", x)
+    x = as_tensor(x)
+    require_float("gelu", x)
     if approximate == "none":
         return 0.5 * x * (1.0 + P.erf(x * (1.0 / math.sqrt(2.0))))
     if approximate == "tanh":
@@ -37,31 +33,31 @@ def gelu(x, approximate="none"):
 
 def silu(x):
     """x * sigmoid(x)."""
-    x = _t(x)
-    _require_float("silu", x)
+    x = as_tensor(x)
+    require_float("silu", x)
     return x * P.sigmoid(x)
 
 
 def softmax(x, axis=-1):
     """exp(x - max) / sum(exp(x - max)) along ``axis``."""
-    x = _t(x)
-    _require_float("softmax", x)
+    x = as_tensor(x)
+    require_float("softmax", x)
     e = P.exp(x - Rd.max(x, axis, keepdims=True))
     return e / Rd.sum(e, axis, keepdims=True)
 
 
 def log_softmax(x, axis=-1):
     """x - logsumexp(x) along ``axis``, computed stably."""
-    x = _t(x)
-    _require_float("log_softmax", x)
+    x = as_tensor(x)
+    require_float("log_softmax", x)
     shifted = x - Rd.max(x, axis, keepdims=True)
     return shifted - P.log(Rd.sum(P.exp(shifted), axis, keepdims=True))
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the trailing ``normalized_shape`` axes, then scale and shift."""
-    x = _t(x)
-    _require_float("layer_norm", x)
+    x = as_tensor(x)
+    require_float("layer_norm", x)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -88,10 +84,9 @@ def dropout(x, p=0.5, *, seed, offset=0, training=True):
     consumers; ``seed``/``offset`` are runtime scalars, so a fresh mask every step
     compiles nothing). Advance ``offset`` by ``lr.random.words(x.shape)``.
     ``training=False`` or ``p == 0`` returns ``x``; ``p == 1`` gives zeros."""
-    from . import random as Rn
-    x = _t(x)
-    _require_float("dropout", x)
-    Rn._check_p(p, "nn.dropout")
+    x = as_tensor(x)
+    require_float("dropout", x)
+    check_probability(p, "nn.dropout")
     if not training or p == 0:
         return x
     keep = Rn.dropout_mask(x.shape, p, seed=seed, offset=offset)

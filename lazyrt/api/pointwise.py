@@ -14,18 +14,13 @@ from .. import _recorder_pointwise as PW
 from .. import _recorder_shapes as S
 from .. import dtypes as D
 from .. import ops
-from .creation import asarray
+from .creation import as_tensor, zeros_like
 from .device import check_device
-from ..errors import DTypeError
-
-
-def _tensor(x):
-    return x if isinstance(x, R.TensorBase) else asarray(x)
 
 
 def _unary(op):
     def fn(x):
-        return PW.unary(op.id, _tensor(x))
+        return PW.unary(op.id, as_tensor(x))
     fn.__name__ = op.name
     fn.__doc__ = f"Elementwise ``{op.name}``, NumPy's dtype rule. {op.doc}".strip()
     return fn
@@ -74,24 +69,23 @@ bitwise_invert = invert
 def positive(x):
     """``+x``: a new tensor with the same value (no data moves). Not for bool,
     as ``np.positive`` and the standard (numeric dtypes)."""
-    return +_tensor(x)
+    return +as_tensor(x)
 
 
 def real(x):
     """The real part: lazyrt has no complex dtypes, so a new tensor with the value of ``x``."""
-    return R.wrap(_tensor(x)._node)
+    return R.wrap(as_tensor(x)._node)
 
 
 def conj(x):
     """The complex conjugate: for lazyrt's real dtypes, a new tensor with the value of ``x``."""
-    return R.wrap(_tensor(x)._node)
+    return R.wrap(as_tensor(x)._node)
 
 
 def imag(x):
     """The imaginary part: zeros of ``x``'s dtype and shape for lazyrt's real dtypes,
     as ``np.imag`` (the standard defines ``imag`` for complex inputs only)."""
-    from .creation import zeros_like
-    return zeros_like(_tensor(x))
+    return zeros_like(as_tensor(x))
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
@@ -103,7 +97,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     ``device``: only "cpu" (see ``lazyrt.api.device``).
     """
     check_device(device, "astype")
-    x = _tensor(x)
+    x = as_tensor(x)
     code = D.code_of(dtype)
     if code == x._node.dtype:
         return R.wrap(x._node) if copy else x
@@ -118,7 +112,7 @@ def clip(x, /, min=None, max=None):
 
     ``min`` and ``max`` are Python scalars or tensors (broadcast with ``x``); with
     neither, the result is a copy of ``x``, as the array API says."""
-    out = _tensor(x)
+    out = as_tensor(x)
     if min is None and max is None:
         return R.wrap(out._node)
     if out._node.dtype in D.INTEGRAL:
@@ -135,9 +129,3 @@ def clip(x, /, min=None, max=None):
 
 def _is_pyint(v):
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _require_float(name, x):
-    if x._node.dtype not in D.FLOATING:
-        raise DTypeError(f"lazyrt.{name}: needs a floating tensor, got {x.dtype} "
-                         f"(shape {x.shape}); cast it with .astype('float32')")

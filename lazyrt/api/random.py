@@ -44,7 +44,7 @@ from .. import _recorder_pointwise as PW
 from .. import dtypes as D
 from .. import ops
 from . import pointwise as P
-from .creation import _leaf, _shape_arg
+from .operands import check_probability, data_leaf, normalize_shape
 
 #: words of the stream one element of each dtype reads (an integer draw: 2, any dtype)
 _WORDS_PER_ELEMENT = {D.FLOAT32: 1, D.FLOAT64: 2}
@@ -67,7 +67,7 @@ def words(shape, dtype="float32", *, normal=False) -> int:
     """How many stream words a draw of ``shape`` reads: advance ``offset`` by this
     (``n`` for float32, ``2n`` for float64, twice that for :func:`normal`, ``2n``
     for :func:`integers` of any dtype)."""
-    shape = _shape_arg(shape, "random.words")
+    shape = normalize_shape(shape, "random.words")
     if not normal and D.code_of(dtype) not in _WORDS_PER_ELEMENT:
         return math.prod(shape) * _INTEGER_WORDS
     fn = "normal" if normal else "uniform"
@@ -105,12 +105,12 @@ def _axis_index(ndim: int, axis: int, size: int, step: int, narrow: bool):
     ``narrow`` (fewer bytes to read), else int64."""
     shape = (1,) * axis + (size,) + (1,) * (ndim - axis - 1)
     values = np.arange(size, dtype=np.int64) * step
-    return _leaf(values.astype(np.int32 if narrow else np.int64).reshape(shape))
+    return data_leaf(values.astype(np.int32 if narrow else np.int64).reshape(shape))
 
 
 @functools.lru_cache(maxsize=16)
 def _zero_index(ndim: int):
-    return _leaf(np.zeros((1,) * ndim, np.int64))
+    return data_leaf(np.zeros((1,) * ndim, np.int64))
 
 
 def _positions(shape, offset, per_element):
@@ -153,7 +153,7 @@ def uniform(shape, *, seed, offset=0, dtype="float32"):
     [0, 2^62)) may be Python ints or 0-d integer tensors; neither is part of the
     compiled program. Advance ``offset`` by ``words(shape, dtype)`` for the next
     draw (or by that rounded up to 4)."""
-    shape = _shape_arg(shape, "random.uniform")
+    shape = normalize_shape(shape, "random.uniform")
     code = _float_dtype(dtype, "uniform")
     seed = _counter(seed, "seed", "uniform")
     offset = _counter(offset, "offset", "uniform")
@@ -176,7 +176,7 @@ def normal(shape, *, seed, offset=0, dtype="float32"):
     Reads ``words(shape, dtype, normal=True)`` words. The uniforms are the same
     bits everywhere; ``log`` and ``cos`` are each backend's, so values agree
     across backends to a few units in the last place, not bit for bit."""
-    shape = _shape_arg(shape, "random.normal")
+    shape = normalize_shape(shape, "random.normal")
     code = _float_dtype(dtype, "normal")
     seed = _counter(seed, "seed", "normal")
     offset = _counter(offset, "offset", "normal")
@@ -204,7 +204,7 @@ def integers(shape, low, high, *, seed, offset=0, dtype="int64"):
     program of its own). Reads ``words(shape, dtype)``
     words. The result is computed in int64 and cast to ``dtype``; an integer
     ``dtype`` must hold ``low`` and ``high - 1``."""
-    shape = _shape_arg(shape, "random.integers")
+    shape = normalize_shape(shape, "random.integers")
     code = D.code_of(dtype)
     for name, bound in (("low", low), ("high", high)):
         if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, (int, np.integer)):
@@ -237,11 +237,6 @@ def dropout_mask(shape, p, *, seed, offset=0):
     seed=seed, offset=offset) >= p`` (float32 uniforms: ``p`` is compared as a
     float32). Reads ``words(shape)`` words. Recomputing it with the same seed and
     offset gives the same mask (dropout's backward needs no saved mask)."""
-    _check_p(p, "dropout_mask")
+    check_probability(p, "dropout_mask")
     return uniform(shape, seed=seed, offset=offset) >= float(p)
 
-
-def _check_p(p, fn):
-    if isinstance(p, R.TensorBase) or not isinstance(p, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= float(p) <= 1.0:
-        raise ValueError(f"lazyrt.{fn}: p must be a probability in [0, 1], not {p!r}")

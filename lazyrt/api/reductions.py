@@ -18,6 +18,7 @@ from .. import ops
 from ..errors import AxisError
 from .creation import asarray
 from .pointwise import astype, exp, log, sqrt, where, isinf
+from .views import reshape, squeeze
 
 
 # the ops themselves are recorded in Cython (argument checks included)
@@ -141,7 +142,6 @@ def logsumexp(x, axis=None, keepdims=False):
     s = sum(exp(x - safe), axes, keepdims=True)
     out = log(s) + safe
     if not keepdims:
-        from .views import squeeze
         out = squeeze(out, axes)
     return out
 
@@ -149,7 +149,6 @@ def logsumexp(x, axis=None, keepdims=False):
 def _scan(op, name, x, axis, dtype, include_initial):
     x = x if isinstance(x, R.TensorBase) else asarray(x)
     if x.ndim == 0:  # one element, as NumPy and the array API's reference
-        from .views import reshape
         x = reshape(x, (1,))
     if axis is None:
         if x.ndim > 1:

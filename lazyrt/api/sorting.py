@@ -20,8 +20,10 @@ from .. import _recorder as R
 from .. import dtypes as D
 from .. import ops
 from ..errors import ShapeError
+from .creation import as_tensor
+from .manipulation import take
+from .operands import normalize_axis
 from .pointwise import astype
-from .views import _axis, _t
 
 
 def _check_flags(name, descending, stable):
@@ -31,12 +33,12 @@ def _check_flags(name, descending, stable):
 
 
 def _sorted(name, op, x, axis, descending, stable, dtype):
-    x = _t(x)
+    x = as_tensor(x)
     _check_flags(name, descending, stable)
     if x.ndim == 0:
         raise ShapeError(f"lazyrt.{name}: a 0-d tensor has no axis to sort along "
                          f"(axis={axis}); reshape it to (1,) first")
-    axis = _axis(name, axis, x.ndim)
+    axis = normalize_axis(name, axis, x.ndim)
     return R.wrap(R.record(op.id, dtype(x), x.shape, (x._node,), (axis, descending)))
 
 
@@ -67,14 +69,13 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
     >>> lr.searchsorted(lr.asarray([1, 2, 2, 5]), lr.asarray([2, 6]), side="right").tolist()
     [3, 4]
     """
-    x1, x2 = _t(x1), _t(x2)
+    x1, x2 = as_tensor(x1), as_tensor(x2)
     if side not in ("left", "right"):
         raise ValueError(f"lazyrt.searchsorted: side must be 'left' or 'right', not {side!r}")
     if x1.ndim != 1:
         raise ShapeError(f"lazyrt.searchsorted: x1 must be 1-D, got shape {x1.shape}")
     if sorter is not None:
-        from .manipulation import take
-        sorter = _t(sorter)
+        sorter = as_tensor(sorter)
         if sorter.shape != x1.shape:
             raise ShapeError(f"lazyrt.searchsorted: sorter must have x1's shape {x1.shape}, "
                              f"got {sorter.shape}")

@@ -12,7 +12,8 @@ from .. import _recorder_shapes as S
 from .. import runtime
 from . import pointwise, reductions, views
 from . import creation
-from . import data_dependent, namespace
+from . import namespace, subscript
+from .manipulation import matrix_transpose
 from .device import CPU, check_device
 from .. import dtypes as D
 
@@ -67,14 +68,10 @@ class Tensor(PW.PointwiseTensor):
     @property
     def mT(self):
         """The last two axes swapped (the array API's matrix transpose)."""
-        from .manipulation import matrix_transpose
         return matrix_transpose(self)
 
     def __setitem__(self, index, value):
-        if data_dependent.is_mask_index(index):
-            data_dependent.mask_assign(self, index, value)
-        else:
-            views.setitem(self, index, value)
+        subscript.setitem(self, index, value)
 
     def __iter__(self):
         if self.ndim == 0:

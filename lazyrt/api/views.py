@@ -1,4 +1,4 @@
-"""Views and movement: reshape, permute, expand, slicing, concat, stack.
+"""Views and movement: reshape, permute, expand, basic slicing, concat, stack.
 
 lazyrt has value semantics: a view never aliases a mutable buffer. ``y =
 x[1:]`` followed by ``x[2] = 0`` leaves ``y`` unchanged (the array API
@@ -7,32 +7,16 @@ lets the planner fold every view into an index map instead of copying.
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from .. import _recorder as R
 from .. import _recorder_shapes as S
 from .. import dtypes as D
 from .. import ops
-from .creation import asarray
+from .creation import as_tensor
 from ..errors import AxisError, ShapeError
-from ..metrics import metrics
+from .operands import normalize_axis
 from .pointwise import astype
-
-
-def _t(x):
-    return x if isinstance(x, R.TensorBase) else asarray(x)
-
-
-def _axis(name, axis, ndim):
-    try:
-        axis = operator.index(axis)
-    except TypeError as exc:
-        raise TypeError(f"lazyrt.{name}: axis must be an int, not {axis!r}") from exc
-    if not -ndim <= axis < ndim:
-        raise AxisError(f"lazyrt.{name}: axis {axis} is out of range for rank {ndim}")
-    return axis % ndim
 
 
 def _record(op, x, shape, attrs, dtype=None):
@@ -50,7 +34,7 @@ def reshape(x, /, shape, *dims, copy=None):
     strided view): the planner then keeps a copy in a buffer. ``copy=True`` is the
     default's behaviour.
     """
-    x = _t(x)
+    x = as_tensor(x)
     if dims:
         shape = (shape,) + dims
     if copy is False and _reshape_needs_copy(x._node, S.reshape(x, shape).shape):
@@ -84,10 +68,10 @@ def _reshape_needs_copy(node, shape) -> bool:
 
 def permute(x, *axes):
     """Axes reordered: ``permute(x, (1, 0))`` is a transpose."""
-    x = _t(x)
+    x = as_tensor(x)
     if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
         axes = axes[0]
-    axes = tuple(_axis("permute", a, x.ndim) for a in axes)
+    axes = tuple(normalize_axis("permute", a, x.ndim) for a in axes)
     if sorted(axes) != list(range(x.ndim)):
         raise AxisError(f"lazyrt.permute: {axes} is not a permutation of the axes of a "
                         f"tensor of shape {x.shape}")
@@ -98,21 +82,21 @@ def permute(x, *axes):
 
 def transpose(x, axes=None):
     """NumPy's transpose: reverse the axes, or permute them by ``axes``."""
-    x = _t(x)
+    x = as_tensor(x)
     return permute(x, tuple(reversed(range(x.ndim))) if axes is None else axes)
 
 
 def swapaxes(x, a, b):
-    x = _t(x)
+    x = as_tensor(x)
     axes = list(range(x.ndim))
-    a, b = _axis("swapaxes", a, x.ndim), _axis("swapaxes", b, x.ndim)
+    a, b = normalize_axis("swapaxes", a, x.ndim), normalize_axis("swapaxes", b, x.ndim)
     axes[a], axes[b] = axes[b], axes[a]
     return permute(x, axes)
 
 
 def broadcast_to(x, shape):
     """``x`` broadcast to ``shape`` (NumPy rules; -1 keeps a dimension, as torch's expand)."""
-    x = _t(x)
+    x = as_tensor(x)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     if len(shape) < x.ndim:
         raise ShapeError(f"lazyrt.broadcast_to: cannot broadcast {x.shape} to {shape}: "
@@ -137,12 +121,12 @@ expand = broadcast_to
 
 def squeeze(x, axis=None):
     """Drop size-1 axes (all of them, or the given ones, which must be size 1)."""
-    x = _t(x)
+    x = as_tensor(x)
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
         axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-        axes = tuple(_axis("squeeze", a, x.ndim) for a in axes)
+        axes = tuple(normalize_axis("squeeze", a, x.ndim) for a in axes)
         for a in axes:
             if x.shape[a] != 1:
                 raise ShapeError(f"lazyrt.squeeze: axis {a} of shape {x.shape} has size "
@@ -152,10 +136,10 @@ def squeeze(x, axis=None):
 
 def unsqueeze(x, axis):
     """Insert a size-1 axis at ``axis`` (as ``np.expand_dims``)."""
-    x = _t(x)
+    x = as_tensor(x)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     ndim = x.ndim + len(axes)
-    axes = sorted(_axis("unsqueeze", a, ndim) for a in axes)
+    axes = sorted(normalize_axis("unsqueeze", a, ndim) for a in axes)
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -167,10 +151,11 @@ expand_dims = unsqueeze
 
 def flatten(x, start_dim=0, end_dim=-1):
     """Merge axes ``start_dim..end_dim`` into one (all of them by default)."""
-    x = _t(x)
+    x = as_tensor(x)
     if x.ndim == 0:
         return reshape(x, (1,))
-    s, e = _axis("flatten", start_dim, x.ndim), _axis("flatten", end_dim, x.ndim)
+    s = normalize_axis("flatten", start_dim, x.ndim)
+    e = normalize_axis("flatten", end_dim, x.ndim)
     merged = 1
     for d in x.shape[s:e + 1]:
         merged *= d
@@ -179,48 +164,15 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 # --- indexing ---------------------------------------------------------------
 
-def _advanced_getitem(x, index):
-    """Indexing with arrays, masks or tensors (basic indexing never gets here).
-
-    One integer array or tensor, ``x[idx]``, is a lazy gather along axis 0. One
-    boolean mask, ``x[mask]``, has a data-dependent shape: a barrier on the mask
-    only (counted as a materialization at the user's line when the mask is a
-    pending tensor), then a lazy gather of the selected elements. Any other
-    form is computed eagerly by NumPy: a barrier, counted as a fallback."""
-    key = index if isinstance(index, tuple) else (index,)
-    if len(key) == 1 and isinstance(key[0], (R.TensorBase, np.ndarray, list)):
-        picked = _t(key[0])
-        if picked._node.dtype == D.BOOL:
-            return _mask_getitem(x, picked)
-        if picked._node.dtype in D.INTEGRAL and x.ndim:
-            from .manipulation import take
-            flat = take(x, reshape(picked, (-1,)), axis=0)
-            return reshape(flat, picked.shape + x.shape[1:])
-    metrics.count_fallback("getitem[advanced]")
-    key = tuple(np.asarray(i) if isinstance(i, R.TensorBase) else i
-                for i in (index if isinstance(index, tuple) else (index,)))
-    return asarray(x.numpy()[key])
-
-
-def _mask_getitem(x, mask):
-    """``x[mask]``: the elements (or sub-arrays) where ``mask`` is True, in order."""
-    from .data_dependent import _computed
-    from .manipulation import take
-    if mask.shape != x.shape[:mask.ndim]:
-        raise IndexError(f"lazyrt.getitem: a boolean mask of shape {mask.shape} does not "
-                         f"match the leading axes of a tensor of shape {x.shape}")
-    selected = np.flatnonzero(_computed(mask) if mask.is_pending else mask.numpy())
-    rows = reshape(x, (int(np.prod(mask.shape, dtype=np.int64)),) + x.shape[mask.ndim:])
-    return take(rows, asarray(selected.astype(np.int64)), axis=0)
-
-
-# basic indexing (ints, slices, None, ...) is parsed and recorded in Cython
+# basic indexing (ints, slices, None, ...) is parsed and recorded in Cython; arrays,
+# tensors and masks as indices are lazyrt.api.subscript's
 getitem = S.getitem
-S.set_advanced_getitem(_advanced_getitem)
 
 
 def setitem(x, index, value):
-    """``x[index] = value`` with value semantics: ``x`` gets a new node."""
+    """``x[index] = value`` for a basic ``index`` (ints, slices, None, ...), with value
+    semantics: ``x`` gets a new node. (``x[mask] = value`` is
+    :func:`lazyrt.api.subscript.setitem`'s.)"""
     parsed = S.parse_index(x.shape, index)
     if parsed is None:
         raise IndexError("lazyrt: assignment supports basic indexing (ints, slices, None, "
@@ -232,7 +184,7 @@ def setitem(x, index, value):
         if not info.min <= value <= info.max:
             raise OverflowError(f"lazyrt.setitem: Python integer {value} is out of bounds "
                                 f"for {x.dtype} (shape {x.shape})")
-    value = astype(_t(value), x.dtype)
+    value = astype(as_tensor(value), x.dtype)
     value = broadcast_to(value, out_shape) if value.shape != out_shape else value
     value = reshape(value, tuple(s[2] for s in spec))
     node = R.record(ops.SETSLICE.id, x._node.dtype, x.shape, (x._node, value._node), (spec,))
@@ -244,7 +196,7 @@ def setitem(x, index, value):
 def concat(tensors, /, axis=0):
     """Join tensors along an existing axis; dtypes promote as in NumPy.
     ``axis=None`` flattens each tensor first (the array API's rule)."""
-    ts = [_t(t) for t in tensors]
+    ts = [as_tensor(t) for t in tensors]
     if not ts:
         raise ValueError("lazyrt.concat: needs at least one tensor")
     if axis is None:
@@ -252,7 +204,7 @@ def concat(tensors, /, axis=0):
     ndim = ts[0].ndim
     if ndim == 0:
         raise ShapeError("lazyrt.concat: zero-dimensional tensors cannot be concatenated")
-    axis = _axis("concat", axis, ndim)
+    axis = normalize_axis("concat", axis, ndim)
     for t in ts[1:]:
         if t.ndim != ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape))
                                  if i != axis):
@@ -273,10 +225,10 @@ concatenate = concat
 
 def stack(tensors, axis=0):
     """Join same-shape tensors along a new axis."""
-    ts = [_t(t) for t in tensors]
+    ts = [as_tensor(t) for t in tensors]
     if not ts:
         raise ValueError("lazyrt.stack: needs at least one tensor")
     if any(t.shape != ts[0].shape for t in ts):
         raise ShapeError(f"lazyrt.stack: all shapes must be equal, got {[t.shape for t in ts]}")
-    axis = _axis("stack", axis, ts[0].ndim + 1)
+    axis = normalize_axis("stack", axis, ts[0].ndim + 1)
     return concat([unsqueeze(t, axis) for t in ts], axis)
