@@ -58,7 +58,9 @@ def test_one_index_tensor_at_any_dim_matches_eager(torch_backend, seed):
     g = torch.from_numpy(rng.standard_normal(tuple(want.shape)))
     (xg[lead + (idx,)] * g).sum().backward()
     (lx[lead + (idx.to("lazy"),)] * g.to("lazy")).sum().backward()
-    assert_same(lx.grad, xg.grad, rtol=1e-14, atol=1e-15)
+    # repeated indices sum their gradients in another order than eager's: a rounding
+    # of the terms' size, not of a sum that cancels
+    assert_same(lx.grad, xg.grad, rtol=1e-14, atol=1e-13)
     _no_fallback()
 
 
@@ -151,13 +153,14 @@ def test_a_computed_index_written_without_accumulate_falls_back_cleanly(torch_ba
 
 
 def test_index_put_accumulate_at_a_later_dim(torch_backend):
+    torch.manual_seed(0)
     x = torch.randn(3, 5, dtype=torch.float64)
     idx = torch.tensor([4, -1, 0, 4])
     v = torch.randn(3, 4, dtype=torch.float64)
     lr.metrics.reset()
     put = torch.ops.aten.index_put.default   # (its Python method takes no None)
     assert_same(put(x.to("lazy"), [None, idx.to("lazy")], v.to("lazy"), True),
-                put(x, [None, idx], v, True), rtol=1e-15, atol=0)
+                put(x, [None, idx], v, True), rtol=1e-15, atol=1e-14)  # (sum order)
     _no_fallback()
 
 
