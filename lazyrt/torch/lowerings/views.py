@@ -12,17 +12,18 @@ import sys
 
 import torch
 
-from .. import _recorder as R
-from .. import _recorder_shapes as S
-from .. import ops as OPS
-from ..api import creation as C
-from ..api import pointwise as P
-from ..api import views as V
+from ... import _recorder as R
+from ... import _recorder_shapes as S
+from ... import ops as OPS
+from ...api import creation as C
+from ...api import pointwise as P
+from ...api import views as V
+from ..operands import KIND, operand, promoted, value
+from ..operands import value as value_of
+from ..registry import register_lowering
+from ..tensor import runtime_scalar
 from .creation import full_of
-from .lowerings import _dims_of_0d, _register
-from .operands import KIND, operand, promoted, value
-from .operands import value as value_of
-from .tensor import runtime_scalar
+from .reductions import dims_of_0d
 
 aten = torch.ops.aten
 _PERMUTE = OPS.PERMUTE.id
@@ -106,16 +107,16 @@ def _copies(*names):
     return out
 
 
-_register(_copies("view", "_unsafe_view", "reshape"),
-          lambda a, shape: S.reshape(value(a), tuple(shape)))
-_register(_copies("permute"), _permute)
-_register(_copies("expand"), lambda a, size, *, implicit=False:
-          V.broadcast_to(value(a), tuple(size)))
-_register(_copies("slice"), _slice)
-_register([aten.select.int, aten.select_copy.int], _select)
+register_lowering(*_copies("view", "_unsafe_view", "reshape"))(
+    lambda a, shape: S.reshape(value(a), tuple(shape)))
+register_lowering(*_copies("permute"))(_permute)
+register_lowering(*_copies("expand"))(
+    lambda a, size, *, implicit=False: V.broadcast_to(value(a), tuple(size)))
+register_lowering(*_copies("slice"))(_slice)
+register_lowering(aten.select.int, aten.select_copy.int)(_select)
 def _transpose(a, d0, d1):
     x = value(a)
-    if _dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
+    if dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
         return P.astype(x, x.dtype)
     n = x.ndim
     if -n <= d0 < n and -n <= d1 < n:
@@ -125,10 +126,10 @@ def _transpose(a, d0, d1):
     return V.swapaxes(x, d0, d1)  # raises the API's error
 
 
-_register([aten.transpose.int, aten.transpose_copy.int], _transpose)
-_register(_copies("t"), _t)
-_register(_copies("unsqueeze"), _unsqueeze)
-_register(_copies("squeeze"), _squeeze)
+register_lowering(aten.transpose.int, aten.transpose_copy.int)(_transpose)
+register_lowering(*_copies("t"))(_t)
+register_lowering(*_copies("unsqueeze"))(_unsqueeze)
+register_lowering(*_copies("squeeze"))(_squeeze)
 
 
 def _split_sizes(a, sizes, dim=0):
@@ -146,10 +147,10 @@ def _split(a, size, dim=0):
     return _split_sizes(a, sizes, dim)
 
 
-_register(_copies("split_with_sizes"), _split_sizes)
-_register([aten.split.Tensor, aten.split_copy.Tensor], _split)
-_register([aten.unbind.int, aten.unbind_copy.int],
-          lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
+register_lowering(*_copies("split_with_sizes"))(_split_sizes)
+register_lowering(aten.split.Tensor, aten.split_copy.Tensor)(_split)
+register_lowering(aten.unbind.int, aten.unbind_copy.int)(
+    lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
 
 
 def _scatter_into(base, src, index):
@@ -173,12 +174,13 @@ def _select_backward(grad, input_sizes, dim, index):
     return S.where(mask, spread, runtime_scalar(0, g._node.dtype))
 
 
-_register([aten.select_backward.default], _select_backward)
-_register([aten.select_scatter.default], lambda a, src, dim, index:
-          _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
-_register([aten.slice_scatter.default], lambda a, src, dim=0, start=None, end=None, step=1:
-          _scatter_into(a, src, _index_at(value(a).ndim, dim, _slice_item(
-              value(a).shape[dim], start, end, step))))
+register_lowering(aten.select_backward.default)(_select_backward)
+register_lowering(aten.select_scatter.default)(
+    lambda a, src, dim, index: _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
+register_lowering(aten.slice_scatter.default)(
+    lambda a, src, dim=0, start=None, end=None, step=1:
+        _scatter_into(a, src, _index_at(value(a).ndim, dim, _slice_item(
+            value(a).shape[dim], start, end, step))))
 
 
 def _cat(tensors, dim=0):
@@ -188,7 +190,7 @@ def _cat(tensors, dim=0):
     return V.concat([operand(t, comp) for t in kept], dim)
 
 
-_register([aten.cat.default], _cat)
+register_lowering(aten.cat.default)(_cat)
 
 
 def _constant_pad_nd(a, pad, value=0):
@@ -216,4 +218,4 @@ def _constant_pad_nd(a, pad, value=0):
     return out
 
 
-_register([aten.constant_pad_nd.default], _constant_pad_nd)
+register_lowering(aten.constant_pad_nd.default)(_constant_pad_nd)

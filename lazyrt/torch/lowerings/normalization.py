@@ -19,14 +19,14 @@ import math
 
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from ..api import pointwise as P
-from ..api import reductions as RD
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
-from .operands import down, opmath, up, value
-from .opmath import correctly_rounded, fused_multiply_add
-from .tensor import code_of, runtime_scalar
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ...api import pointwise as P
+from ...api import reductions as RD
+from ..operands import down, opmath, up, value
+from ..opmath import correctly_rounded, fused_multiply_add
+from ..registry import keep_decomposition, register_lowering
+from ..tensor import code_of, runtime_scalar
 
 aten = torch.ops.aten
 #: dtypes computed here (float16 keeps eager's float32 accumulation in the decompositions)
@@ -189,14 +189,14 @@ def _layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias
     return grad_input, grad_weight, grad_bias
 
 
-KEEP_DECOMPOSITION.update({
+keep_decomposition(
     aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default,
     aten._softmax_backward_data.default, aten._log_softmax_backward_data.default,
-    aten.native_layer_norm.default, aten.native_layer_norm_backward.default})
-LOWERINGS[aten._softmax.default] = _softmax
-LOWERINGS[aten._log_softmax.default] = _log_softmax
-LOWERINGS[aten._safe_softmax.default] = _safe_softmax
-LOWERINGS[aten._softmax_backward_data.default] = _softmax_backward
-LOWERINGS[aten._log_softmax_backward_data.default] = _log_softmax_backward
-LOWERINGS[aten.native_layer_norm.default] = _layer_norm
-LOWERINGS[aten.native_layer_norm_backward.default] = _layer_norm_backward
+    aten.native_layer_norm.default, aten.native_layer_norm_backward.default)
+register_lowering(aten._softmax.default)(_softmax)
+register_lowering(aten._log_softmax.default)(_log_softmax)
+register_lowering(aten._safe_softmax.default)(_safe_softmax)
+register_lowering(aten._softmax_backward_data.default)(_softmax_backward)
+register_lowering(aten._log_softmax_backward_data.default)(_log_softmax_backward)
+register_lowering(aten.native_layer_norm.default)(_layer_norm)
+register_lowering(aten.native_layer_norm_backward.default)(_layer_norm_backward)

@@ -31,19 +31,19 @@ import math
 import numpy as np
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from .. import ops as OPS
-from ..api import creation as C
-from ..api import indexing as IX
-from ..api import manipulation as M
-from ..api import views as V
-from ..api import pointwise as P
-from ..api import reductions as RD
-from ..api import sorting as SO
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
-from .operands import down, up, value
-from .tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ... import ops as OPS
+from ...api import creation as C
+from ...api import indexing as IX
+from ...api import manipulation as M
+from ...api import views as V
+from ...api import pointwise as P
+from ...api import reductions as RD
+from ...api import sorting as SO
+from ..operands import down, up, value
+from ..registry import keep_decomposition, register_lowering
+from ..tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
                      number_of, runtime_scalar)
 
 aten = torch.ops.aten
@@ -502,24 +502,22 @@ def _cumulative(fn):
     return lower
 
 
-_register([aten.index.Tensor], _index)
-_register([aten.gather.default], _gather)
-_register([aten.scatter_add.default], _scatter_add)
-_register([aten.index_put.default], _index_put)
-_register([aten.index_select.default], _index_select)
-_register([aten.embedding_dense_backward.default], _embedding_backward)
-_register([aten.embedding.default], _embedding)
-_register([aten.take.default], _take_flat)
-_register([aten.index_copy.default], _index_copy)
-_register([aten.index_fill.int_Scalar, aten.index_fill.int_Tensor], _index_fill)
-_register([aten.index_add.default], _index_add)
-KEEP_DECOMPOSITION.add(aten.embedding_dense_backward.default)
-_register([aten.flip.default], _flip)
-_register([aten.repeat.default], _repeat)
-_register([aten.sort.default, aten.sort.stable], _sort)
-_register([aten.topk.default], _topk)
-_register([aten.scatter.value, aten.scatter.src], _scatter)
-_register([aten.cumsum.default], _cumulative(RD.cumulative_sum))
-_register([aten.cumprod.default], _cumulative(RD.cumulative_prod))
-
-__all__ = ["LOWERINGS"]
+register_lowering(aten.index.Tensor)(_index)
+register_lowering(aten.gather.default)(_gather)
+register_lowering(aten.scatter_add.default)(_scatter_add)
+register_lowering(aten.index_put.default)(_index_put)
+register_lowering(aten.index_select.default)(_index_select)
+register_lowering(aten.embedding_dense_backward.default)(_embedding_backward)
+register_lowering(aten.embedding.default)(_embedding)
+register_lowering(aten.take.default)(_take_flat)
+register_lowering(aten.index_copy.default)(_index_copy)
+register_lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)(_index_fill)
+register_lowering(aten.index_add.default)(_index_add)
+keep_decomposition(aten.embedding_dense_backward.default)
+register_lowering(aten.flip.default)(_flip)
+register_lowering(aten.repeat.default)(_repeat)
+register_lowering(aten.sort.default, aten.sort.stable)(_sort)
+register_lowering(aten.topk.default)(_topk)
+register_lowering(aten.scatter.value, aten.scatter.src)(_scatter)
+register_lowering(aten.cumsum.default)(_cumulative(RD.cumulative_sum))
+register_lowering(aten.cumprod.default)(_cumulative(RD.cumulative_prod))

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import torch
 
-from .. import dtypes as D
-from ..api import creation as C
-from ..api import linalg as LA
-from ..api import pointwise as P
-from ..api import views as V
-from .lowerings import _register
-from .operands import operand, value
+from ... import dtypes as D
+from ...api import creation as C
+from ...api import linalg as LA
+from ...api import pointwise as P
+from ...api import views as V
+from ..registry import register_lowering
+from ..operands import operand, value
 
 aten = torch.ops.aten
 
@@ -62,5 +62,5 @@ def _diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
     return V.permute(out, inverse)
 
 
-_register([aten.diagonal.default, aten.diagonal_copy.default], _diagonal)
-_register([aten.diagonal_scatter.default], _diagonal_scatter)
+register_lowering(aten.diagonal.default, aten.diagonal_copy.default)(_diagonal)
+register_lowering(aten.diagonal_scatter.default)(_diagonal_scatter)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
-from .operands import down, opmath, up, value
-from .opmath import correctly_rounded, fused_multiply_add
-from ..api import pointwise as P
-from .tensor import runtime_scalar
+from ..operands import down, opmath, up, value
+from ..opmath import correctly_rounded, fused_multiply_add
+from ..registry import keep_decomposition, register_lowering
+from ...api import pointwise as P
+from ..tensor import runtime_scalar
 
 aten = torch.ops.aten
 
@@ -43,10 +43,10 @@ def _silu_backward(grad, x):
     return down(up(dy) * s * fused_multiply_add(xf, one - s, one), code)
 
 
-LOWERINGS[aten.tanh_backward.default] = _tanh_backward
-LOWERINGS[aten.sigmoid_backward.default] = _sigmoid_backward
-LOWERINGS[aten.silu_backward.default] = _silu_backward
-KEEP_DECOMPOSITION.add(aten.silu_backward.default)
+register_lowering(aten.tanh_backward.default)(_tanh_backward)
+register_lowering(aten.sigmoid_backward.default)(_sigmoid_backward)
+register_lowering(aten.silu_backward.default)(_silu_backward)
+keep_decomposition(aten.silu_backward.default)
 
 
 #: ops eager runs as one CPU kernel that torch would otherwise decompose, in
