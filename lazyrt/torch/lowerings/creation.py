@@ -35,6 +35,7 @@ def _new(fill):
     return lower
 
 
+@register_lowering(aten.copy.default)
 def _copy(dst, src, non_blocking=False):
     if type(src) is not type(dst) and isinstance(src, torch.Tensor) and src.device.type != "lazy":
         v = from_cpu(src)
@@ -55,4 +56,3 @@ register_lowering(aten.new_full.default)(
     lambda a, size, fill, *, dtype=None, **_k: full_of(size, fill, dtype or a.dtype))
 register_lowering(aten.fill.Scalar)(lambda a, fill: full_of(a.shape, fill, a.dtype))
 register_lowering(aten.zero.default)(lambda a: full_of(a.shape, 0, a.dtype))
-register_lowering(aten.copy.default)(_copy)

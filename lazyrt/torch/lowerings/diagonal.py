@@ -17,6 +17,7 @@ from ..operands import operand, value
 aten = torch.ops.aten
 
 
+@register_lowering(aten.diagonal.default, aten.diagonal_copy.default)
 def _diagonal(a, offset=0, dim1=0, dim2=1):
     """torch.diagonal: the diagonal of the (dim1, dim2) planes as the last axis."""
     x = value(a)
@@ -35,6 +36,7 @@ def _planes_last(n, d1, d2):
     return tuple(d for d in range(n) if d not in (d1, d2)) + (d1, d2)
 
 
+@register_lowering(aten.diagonal_scatter.default)
 def _diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
     """``a`` with its diagonal (as :func:`_diagonal` reads it) replaced by ``src``:
     ``src`` padded to a row (or column) of each plane, broadcast over the plane and
@@ -60,7 +62,3 @@ def _diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
     out = P.where(mask, y, planes)
     inverse = tuple(order.index(d) for d in range(n))
     return V.permute(out, inverse)
-
-
-register_lowering(aten.diagonal.default, aten.diagonal_copy.default)(_diagonal)
-register_lowering(aten.diagonal_scatter.default)(_diagonal_scatter)

@@ -58,6 +58,7 @@ def _integer_division(lower):
     return checked
 
 
+@register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(a, b, *, rounding_mode=None):
     if rounding_mode is None:
         return LOWERINGS[aten.div.Tensor](a, b)
@@ -77,6 +78,7 @@ def _div_mode(a, b, *, rounding_mode=None):
     return q + P.astype(inexact, D.DTYPES[comp])
 
 
+@register_lowering(aten.fmod.Tensor, aten.fmod.Scalar)
 def _fmod(a, b):
     """C's truncated remainder (sign of the dividend), from lazyrt's floored one.
     Exact for integers; a float result would need ``fmod`` itself (floored
@@ -92,7 +94,5 @@ def _fmod(a, b):
     return S.where(P.logical_and(r != zero, (r < zero) != (x < zero)), r - y, r)
 
 
-register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)(_div_mode)
 register_lowering(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
     _integer_division(binary(P.remainder, KIND.DEFAULT)))
-register_lowering(aten.fmod.Tensor, aten.fmod.Scalar)(_fmod)

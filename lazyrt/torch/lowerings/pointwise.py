@@ -231,6 +231,7 @@ for _packet, _fn, _kind in UNARY:
 register_lowering(aten.rsub.Tensor, aten.rsub.Scalar)(_reversed(binary(P.subtract, KIND.DEFAULT)))
 
 
+@register_lowering(*overloads_of(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"))
 def _pow(a, b):
     comp, out = promoted(KIND.DEFAULT, a, b)
     via = rounded_to(KIND.DEFAULT, comp, a, b)  # eager rounds a float16 op's exponent
@@ -248,15 +249,14 @@ def _pow(a, b):
     return down(P.power(x, y) if comp == out else correctly_rounded(P.power)(x, y), out)
 
 
-register_lowering(*overloads_of(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"))(_pow)
-
-
+@register_lowering(aten.relu.default)
 def _relu(a):
     x = value(a)
     zero = runtime_scalar(0, x._node.dtype)
     return S.where(x < zero, zero, x)  # eager's clamp_min: -0.0 and NaN stay as they are
 
 
+@register_lowering(aten.gelu.default)
 def _gelu(a, *, approximate="none"):
     v = value(a)
     x = up(v)
@@ -280,11 +280,13 @@ def _gelu(a, *, approximate="none"):
     return S.where(tail, gelu(correctly_rounded(P.erf)), gelu(vectorized_erf))
 
 
+@register_lowering(aten.where.self)
 def _where(cond, a, b):
     _, out = promoted(KIND.DEFAULT, a, b)
     return S.where(operand(cond, D.BOOL), operand(a, out), operand(b, out))
 
 
+@register_lowering(aten.lerp.Scalar, aten.lerp.Tensor)
 def _lerp(start, end, weight):
     """torch's formula: the branch keeps lerp(a, b, 1) == b exactly. In float16,
     eager's float32 kernel fuses each branch's multiply-add (FMA), rounded once."""
@@ -324,12 +326,14 @@ def _addc(fn):
     return lower
 
 
+@register_lowering(aten.threshold_backward.default)
 def _threshold_backward(grad, x, threshold):
     g = value(grad)
     return S.where(operand(x, g._node.dtype) <= operand(threshold, g._node.dtype),
                    runtime_scalar(0, g._node.dtype), g)
 
 
+@register_lowering(aten.clamp.default, aten.clamp.Tensor)
 def _clamp(a, lo=None, hi=None):
     """Eager's clamp: a NaN input stays NaN, a NaN bound gives NaN. With a number
     (or a CPU scalar) for a bound, a value equal to it stays itself (eager's
@@ -349,6 +353,7 @@ def _clamp(a, lo=None, hi=None):
     return out
 
 
+@register_lowering(aten.leaky_relu.default)
 def _leaky_relu(a, slope=0.01):
     x = value(a)
     code = x._node.dtype
@@ -356,9 +361,10 @@ def _leaky_relu(a, slope=0.01):
     return S.where(x > runtime_scalar(0, code), x, scaled)
 
 
-register_lowering(aten.relu.default)(_relu)
 register_lowering(aten.trunc.default)(_unary(P.trunc, KIND.DEFAULT))
-register_lowering(aten.leaky_relu.default)(_leaky_relu)
+
+
+@register_lowering(aten.hardtanh.default)
 def _hardtanh(a, lo=-1, hi=1):
     x = value(a)
     if x._node.dtype in D.FLOATING:
@@ -369,9 +375,7 @@ def _hardtanh(a, lo=-1, hi=1):
     return P.astype(y, x.dtype)
 
 
-register_lowering(aten.hardtanh.default)(_hardtanh)
-
-
+@register_lowering(aten.exp2.default)
 def _exp2(a):
     comp, out = promoted(KIND.INT_TO_FLOAT, a)
     return down(P.power(runtime_scalar(2, comp), operand(a, comp)), out)
@@ -388,6 +392,7 @@ def _nan_ignoring(fn):
     return lower
 
 
+@register_lowering(aten.round.decimals)
 def _round_decimals(a, *, decimals=0):
     """eager's formula in the input's dtype: ``nearbyint(x * 10^d) / 10^d``, or
     ``nearbyint(x / 10^-d) * 10^-d`` for negative ``d``."""
@@ -399,27 +404,20 @@ def _round_decimals(a, *, decimals=0):
     return down(P.round(x / ten) * ten if decimals < 0 else P.round(x * ten) / ten, out)
 
 
-register_lowering(aten.exp2.default)(_exp2)
-register_lowering(aten.round.decimals)(_round_decimals)
 register_lowering(aten.fmax.default)(_nan_ignoring(P.maximum))
 register_lowering(aten.fmin.default)(_nan_ignoring(P.minimum))
-register_lowering(aten.gelu.default)(_gelu)
-register_lowering(aten.where.self)(_where)
-register_lowering(aten.lerp.Scalar, aten.lerp.Tensor)(_lerp)
 register_lowering(aten.addcmul.default)(_addc(P.multiply))
 register_lowering(aten.addcdiv.default)(_addc(P.divide))
-register_lowering(aten.threshold_backward.default)(_threshold_backward)
-register_lowering(aten.clamp.default, aten.clamp.Tensor)(_clamp)
 register_lowering(aten.clamp_min.default, aten.clamp_min.Tensor)(lambda a, lo: _clamp(a, lo))
 register_lowering(aten.clamp_max.default, aten.clamp_max.Tensor)(lambda a, hi: _clamp(a, None, hi))
 
 
+@register_lowering(aten._to_copy.default)  # to the CPU is a barrier (barriers.py)
 def _to_dtype(a, dtype=None, **_ignored):
     x = value(a)
     return x if dtype is None else P.astype(x, D.DTYPES[code_of(dtype)])
 
 
-register_lowering(aten._to_copy.default)(_to_dtype)  # to the CPU is a barrier (barriers.py)
 register_lowering(aten.alias.default, aten.alias_copy.default, aten.detach.default,
                   aten.detach_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
                   aten.contiguous.default)(

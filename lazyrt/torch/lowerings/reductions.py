@@ -60,6 +60,7 @@ def _accumulate(reduce):
 _sum = _accumulate(S.sum)
 
 
+@register_lowering(aten.mean.default, aten.mean.dim)
 def _mean(a, dim=None, keepdim=False, *, dtype=None):
     x = value(a)
     if dtype is not None:
@@ -98,6 +99,7 @@ def _arg(fn):
     return lower
 
 
+@register_lowering(aten.var.correction)
 def _var(a, dim=None, *, correction=None, keepdim=False):
     x = value(a)
     if x._node.dtype not in D.FLOATING:
@@ -114,6 +116,7 @@ def _var(a, dim=None, *, correction=None, keepdim=False):
     return down(P.astype(v, D.DTYPES[opmath(code)]), code)
 
 
+@register_lowering(aten.var_mean.correction)
 def _var_mean(a, dim=None, *, correction=None, keepdim=False):
     x = value(a)
     code = x._node.dtype
@@ -124,9 +127,6 @@ def _var_mean(a, dim=None, *, correction=None, keepdim=False):
 
 
 register_lowering(aten.sum.default, aten.sum.dim_IntList)(_sum)
-register_lowering(aten.var.correction)(_var)
-register_lowering(aten.var_mean.correction)(_var_mean)
-register_lowering(aten.mean.default, aten.mean.dim)(_mean)
 register_lowering(aten.amax.default)(_amax(S.max))
 register_lowering(aten.amin.default)(_amax(S.min))
 def _logical(fn):

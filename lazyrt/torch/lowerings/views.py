@@ -46,6 +46,7 @@ def _slice(a, dim=0, start=None, end=None, step=1):
     return S.getitem(x, _index_at(x.ndim, dim, _slice_item(x.shape[dim], start, end, step)))
 
 
+@register_lowering(aten.select.int, aten.select_copy.int)
 def _select(a, dim, index):
     x = value(a)
     n = x.shape[dim]
@@ -113,7 +114,9 @@ register_lowering(*_copies("permute"))(_permute)
 register_lowering(*_copies("expand"))(
     lambda a, size, *, implicit=False: V.broadcast_to(value(a), tuple(size)))
 register_lowering(*_copies("slice"))(_slice)
-register_lowering(aten.select.int, aten.select_copy.int)(_select)
+
+
+@register_lowering(aten.transpose.int, aten.transpose_copy.int)
 def _transpose(a, d0, d1):
     x = value(a)
     if dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
@@ -126,12 +129,12 @@ def _transpose(a, d0, d1):
     return V.swapaxes(x, d0, d1)  # raises the API's error
 
 
-register_lowering(aten.transpose.int, aten.transpose_copy.int)(_transpose)
 register_lowering(*_copies("t"))(_t)
 register_lowering(*_copies("unsqueeze"))(_unsqueeze)
 register_lowering(*_copies("squeeze"))(_squeeze)
 
 
+@register_lowering(*_copies("split_with_sizes"))
 def _split_sizes(a, sizes, dim=0):
     x = value(a)
     out, start = [], 0
@@ -141,14 +144,13 @@ def _split_sizes(a, sizes, dim=0):
     return out
 
 
+@register_lowering(aten.split.Tensor, aten.split_copy.Tensor)
 def _split(a, size, dim=0):
     n = value(a).shape[dim]
     sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
     return _split_sizes(a, sizes, dim)
 
 
-register_lowering(*_copies("split_with_sizes"))(_split_sizes)
-register_lowering(aten.split.Tensor, aten.split_copy.Tensor)(_split)
 register_lowering(aten.unbind.int, aten.unbind_copy.int)(
     lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
 
@@ -159,6 +161,7 @@ def _scatter_into(base, src, index):
     return out
 
 
+@register_lowering(aten.select_backward.default)
 def _select_backward(grad, input_sizes, dim, index):
     """Zeros of ``input_sizes`` with ``grad`` at ``index`` along ``dim``, as a mask over
     ``grad`` spread along ``dim``: elementwise, so the planner fuses it (and the sum of
@@ -174,7 +177,6 @@ def _select_backward(grad, input_sizes, dim, index):
     return S.where(mask, spread, runtime_scalar(0, g._node.dtype))
 
 
-register_lowering(aten.select_backward.default)(_select_backward)
 register_lowering(aten.select_scatter.default)(
     lambda a, src, dim, index: _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
 register_lowering(aten.slice_scatter.default)(
@@ -183,6 +185,7 @@ register_lowering(aten.slice_scatter.default)(
             value(a).shape[dim], start, end, step))))
 
 
+@register_lowering(aten.cat.default)
 def _cat(tensors, dim=0):
     # torch's legacy rule: 1-d empty tensors are skipped
     kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)] or list(tensors)
@@ -190,9 +193,7 @@ def _cat(tensors, dim=0):
     return V.concat([operand(t, comp) for t in kept], dim)
 
 
-register_lowering(aten.cat.default)(_cat)
-
-
+@register_lowering(aten.constant_pad_nd.default)
 def _constant_pad_nd(a, pad, value=0):
     """``F.pad(x, pad, value=v)``: ``pad`` holds (before, after) pairs from the last
     dimension back; a negative one crops. A fill of the padded shape with the
@@ -216,6 +217,3 @@ def _constant_pad_nd(a, pad, value=0):
     out = full_of(shape, value, a.dtype)
     V.setitem(out, tuple(put), S.getitem(x, tuple(crop)))
     return out
-
-
-register_lowering(aten.constant_pad_nd.default)(_constant_pad_nd)
