@@ -14,8 +14,11 @@ and depends on no dispatch state.
 - :data:`KEEP_DECOMPOSITION`: lowered overloads whose lowering declines some
   forms, so torch's decomposition of them stays behind the lowering.
 
->>> @register_lowering(torch.ops.aten.relu.default)
-... def relu(a): ...
+Example (in a module of :mod:`lazyrt.torch.lowerings`)::
+
+    @register_lowering(aten.relu.default)
+    def _relu(a):
+        ...
 """
 from __future__ import annotations
 
