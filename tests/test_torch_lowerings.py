@@ -10,7 +10,7 @@ import lazyrt as lr
 import lazyrt.torch as lt
 from lazyrt.errors import PerformanceWarning
 from lazyrt.torch.dispatch import DECOMPOSITIONS
-from lazyrt.torch.lowerings import LOWERINGS
+from lazyrt.torch.registry import LOWERINGS
 from lazyrt.torch.testing import assert_same
 from torch_fixtures import torch_backend  # noqa: F401 (a fixture)
 
@@ -265,7 +265,7 @@ def test_fused_adam_lowering_matches_torchs_kernel(torch_backend, op, found):
 def test_native_lowerings_need_no_decomposition():
     # a lowering wins over PyTorch's decomposition of the same overload
     # (but for the few whose lowering declines some forms: those forms decompose)
-    from lazyrt.torch.lowerings import KEEP_DECOMPOSITION
+    from lazyrt.torch.registry import KEEP_DECOMPOSITION
     assert not (set(LOWERINGS) & set(DECOMPOSITIONS)) - KEEP_DECOMPOSITION
     assert aten.add.Tensor in LOWERINGS and aten.view_copy.default in LOWERINGS
     assert aten.select_scatter.default in LOWERINGS and aten.slice_scatter.default in LOWERINGS

@@ -126,7 +126,7 @@ def test_declined_forms_still_match_eager(torch_backend):
 
 
 def test_these_overloads_keep_their_decomposition_behind_the_lowering():
-    from lazyrt.torch.lowerings import KEEP_DECOMPOSITION
+    from lazyrt.torch.registry import KEEP_DECOMPOSITION
     for op in KEEP_DECOMPOSITION:
         assert op in dispatch.LOWERINGS and op in dispatch.DECOMPOSITIONS
     assert aten.native_layer_norm_backward.default in KEEP_DECOMPOSITION

@@ -16,7 +16,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 import lazyrt as lr
 import lazyrt.torch as lt
 from conftest import restore_hypothesis_profile
-from lazyrt.torch.lowerings import LOWERINGS
+from lazyrt.torch.registry import LOWERINGS
 from lazyrt.torch.testing import assert_same
 
 restore_hypothesis_profile()  # the op_db import loaded torch's profile

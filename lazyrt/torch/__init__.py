@@ -21,13 +21,13 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .._source_lines import skip_source_dir as _skip_source_dir
-from . import activations as _activations
 from . import autocast as _autocast
 from . import dispatch as _dispatch
 from . import factories as _factories
 from . import meta as _meta
 from . import optim as _optim
-from .random import eager_random, eager_random_enabled
+from .lowerings import activations as _activations
+from .lowerings.random import eager_random, eager_random_enabled
 from .tensor import _TORCH_DIR, DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 from .tensor import sync as _sync
 
@@ -36,7 +36,7 @@ __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
 
 _factories.install()
 _dispatch.install_cross_device_copy()  # cpu_tensor.copy_(lazy_tensor) is a barrier
-_activations.install()  # silu_backward reaches the lazy dispatcher whole (activations.py)
+_activations.install()  # silu_backward reaches the lazy dispatcher whole (lowerings/activations.py)
 _meta.install()  # functionalization's in-place checks, memoized (see meta.py)
 _optim.install()  # optimizers take the multi-tensor path on lazy parameters (optim.py)
 _autocast.install()  # torch.autocast("cpu") casts lazy tensors as eager's CPU policy (autocast.py)

@@ -1,11 +1,11 @@
 """The order every aten call on a lazy tensor is tried in.
 
-1. barriers: ``_local_scalar_dense`` (``item()``, ``bool()``) and ``_to_copy``
-   to another device (``cpu()``, ``print``) compute the value, and so does a
-   ``copy_`` into a CPU tensor (:func:`install_cross_device_copy`: it runs before
-   functionalization, at the autograd key);
-2. native lowerings (:mod:`lazyrt.torch.lowerings`), then random draws and
-   dropout (:mod:`lazyrt.torch.random`: Philox, or torch's draws in eager-mask mode);
+1. barriers (``BARRIERS``): ``_local_scalar_dense`` (``item()``, ``bool()``) and
+   ``_to_copy`` to another device (``cpu()``, ``print``) compute the value, and so
+   does a ``copy_`` into a CPU tensor (:func:`install_cross_device_copy`: it runs
+   before functionalization, at the autograd key);
+2. native lowerings (``LOWERINGS``), then random draws and dropout (``RANDOM``:
+   Philox, or torch's draws in eager-mask mode);
 3. in-place ops on raw lazy tensors (inside decompositions only; user tensors are
    functionalized) as their out-of-place op, rebound;
 4. ``_foreach_*`` unrolled into one call per tensor;
@@ -15,10 +15,13 @@
    result fed back in as data; counted per op in
    ``lazyrt.metrics.snapshot()["fallbacks"]`` and warned once per op with the
    user's line.
+
+The tables are :mod:`lazyrt.torch.registry`'s, filled by importing
+:mod:`lazyrt.torch.lowerings`; importing this module installs :func:`dispatch` as
+where every aten call on a lazy tensor goes.
 """
 from __future__ import annotations
 
-import threading
 import warnings
 
 import torch
@@ -31,33 +34,19 @@ from .. import dtypes as D
 from ..api import creation as C
 from ..errors import DTypeError, PerformanceWarning, ShapeError
 from ..metrics import metrics
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
-from . import activations as _activations  # noqa: F401  (tanh/sigmoid/silu backward)
-from . import creation as _creation  # noqa: F401  (registers ones_like, copy...)
-from . import diagonal as _diagonal  # noqa: F401  (registers diagonal, diagonal_scatter)
-from . import division as _division  # noqa: F401  (registers div modes, remainder, fmod)
-from . import fused_optim as _fused_optim  # noqa: F401  (registers _fused_adam, _fused_sgd)
-from . import indexing as _indexing  # noqa: F401  (registers index, sort, cumsum...)
-from . import losses as _losses  # noqa: F401  (registers nll_loss)
-from . import matmul as _matmul  # noqa: F401  (registers mm, addmm, bmm...)
-from . import normalization as _normalization  # noqa: F401  (softmax, layer norm)
-from . import views as _views  # noqa: F401  (views, splits, scatters, cat)
+from . import lowerings as _lowerings  # noqa: F401  (fills the registry's tables)
 from .operands import check_devices
-from .random import RANDOM
-from .tensor import (LazyTensor, code_of, compute, count_materialization, from_cpu, site,
-                     to_torch_cpu, user_frame)
+from .registry import BARRIERS, KEEP_DECOMPOSITION, LOWERINGS, RANDOM
+from .tensor import (LazyTensor, code_of, from_cpu, install_dispatch, site, to_torch_cpu,
+                     user_frame)
+from .tensor import depth  # noqa: F401  (read as dispatch.depth() by the benchmarks)
+from .tensor import dispatch_state as _state
 
 aten = torch.ops.aten
-_state = threading.local()
 #: ops that take CPU tensors beside lazy ones, as eager torch lets them beside cuda:
 #: copy_ moves data between devices; index tensors may live on the CPU
 CROSS_DEVICE = frozenset({aten.copy.default, aten.index.Tensor, aten.index_put.default,
                           aten.index_put_.default})
-
-
-def depth() -> int:
-    """How many lazy dispatches are running on this thread (0: user code)."""
-    return getattr(_state, "depth", 0)
 
 
 def _lazy(out):
@@ -155,33 +144,7 @@ def _dispatch(func, args, kwargs):
     return fallback(func, args, kwargs)
 
 
-# --- barriers ----------------------------------------------------------------------------
-
-def _item(a):
-    count_materialization()
-    return compute(a.value).reshape(()).item()
-
-
-def _to_copy(a, *, dtype=None, layout=None, device=None, pin_memory=None,
-             non_blocking=False, memory_format=None):
-    if device is None or torch.device(device).type == "lazy":
-        return _lazy(LOWERINGS[aten._to_copy.default](a, dtype=dtype))
-    count_materialization()
-    out = to_torch_cpu(a.value)
-    return out.to(device=device, dtype=dtype or out.dtype)
-
-
-def _lift_fresh(a):
-    # torch.tensor(data, device="lazy") builds a raw lazy tensor below functionalization,
-    # then lifts it: from user code, the lift wraps it as every user tensor is wrapped
-    # (depth 1: called by torch itself, not from inside a lowering or decomposition)
-    if depth() == 1:
-        return torch._to_functional_tensor(LazyTensor(a.value))
-    return LazyTensor(a.value)
-
-
-BARRIERS = {aten._local_scalar_dense.default: _item, aten._to_copy.default: _to_copy,
-            aten.lift_fresh.default: _lift_fresh}
+# --- cpu_tensor.copy_(lazy_tensor), at the autograd key ------------------------------
 
 #: the autograd kernel every backend's ``copy_`` runs (torch's VariableType one), taken
 #: before :func:`install_cross_device_copy` puts its own in front of it for lazy tensors
@@ -364,3 +327,6 @@ def fallback(func, args, kwargs):
 def empty_value(shape, dtype):
     """A lazy value of ``shape`` and torch ``dtype`` (zeros: never uninitialized)."""
     return C.full(tuple(shape), 0, D.DTYPES[code_of(dtype)])
+
+
+install_dispatch(dispatch)

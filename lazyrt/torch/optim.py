@@ -12,7 +12,7 @@ and functionalization. Both compute the same formulas; ``foreach=False`` still
 picks the loop.
 
 The lazy device is also one of torch's fused-kernel devices (``fused=True``):
-``_fused_adam`` and ``_fused_adamw`` are lowerings (:mod:`lazyrt.torch.fused_optim`);
+``_fused_adam`` and ``_fused_adamw`` are lowerings (:mod:`lazyrt.torch.lowerings.fused_optim`);
 SGD's fused step takes its multi-tensor path. And Adam/AdamW's multi-tensor step on lazy
 parameters records through ``_fused_adam(w)_`` with the same arithmetic in the
 same order (the multi-tensor step makes ten ``_foreach_`` calls, each a trip
@@ -32,7 +32,7 @@ import importlib
 
 import torch
 
-from .fused_optim import adam_values
+from .lowerings.fused_optim import adam_values
 from .tensor import DEVICE, LazyTensor, unwrap
 
 #: (function name, the modules that look it up by their own global name)
@@ -83,7 +83,7 @@ def _record_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_st
                  amsgrad, beta1, beta2, lr, weight_decay, eps, maximize, decoupled,
                  grad_scale=None, found_inf=None):
     """One Adam/AdamW step on lazy tensors, recorded straight into lazyrt
-    (:func:`lazyrt.torch.fused_optim.adam_values`) and written back into the
+    (:func:`lazyrt.torch.lowerings.fused_optim.adam_values`) and written back into the
     parameters and moments; the gradients are only read (unless AMP's
     ``grad_scale`` is given: torch's fused step leaves them unscaled)."""
     torch._foreach_add_(state_steps, 1)

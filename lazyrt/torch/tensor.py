@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -82,16 +83,27 @@ class LazyTensor(torch.Tensor):
         return f"LazyTensor(shape={tuple(self.shape)}, dtype={self.dtype})"
 
 
-def _first_dispatch(func, args, kwargs):
-    """Bind :func:`lazyrt.torch.dispatch.dispatch` on first use (the lowering tables
-    import this module), so no call after it runs an import statement."""
+def _not_installed(func, args, kwargs):
+    raise RuntimeError(f"lazyrt.torch: {func} on a lazy tensor before lazyrt.torch's "
+                       f"dispatcher was installed (import lazyrt.torch)")
+
+
+#: where :meth:`LazyTensor.__torch_dispatch__` sends every aten call: the dispatcher
+#: (:mod:`.dispatch`) installs itself here when imported
+_dispatch = _not_installed
+#: per thread, how many lazy dispatches are running (``depth``: 0 in user code)
+dispatch_state = threading.local()
+
+
+def install_dispatch(fn) -> None:
+    """Send every aten call on a lazy tensor to ``fn(func, args, kwargs)``."""
     global _dispatch
-    from .dispatch import dispatch
-    _dispatch = dispatch
-    return dispatch(func, args, kwargs)
+    _dispatch = fn
 
 
-_dispatch = _first_dispatch
+def depth() -> int:
+    """How many lazy dispatches are running on this thread (0: user code)."""
+    return getattr(dispatch_state, "depth", 0)
 
 
 def raw(value) -> LazyTensor:

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from ..api import creation as C
-from ..api import pointwise as P
-from ..api import views as V
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ...api import creation as C
+from ...api import pointwise as P
+from ...api import views as V
+from ..operands import value
+from ..registry import register_lowering
+from ..tensor import runtime_scalar
 from .indexing import checked_index, host_array
-from .lowerings import LOWERINGS
-from .operands import value
-from .tensor import runtime_scalar
 
 aten = torch.ops.aten
 NONE, MEAN, SUM = 0, 1, 2
@@ -94,6 +94,6 @@ def _backward(grad_output, self, target, weight, reduction, ignore_index, total_
 
 
 for _op in (aten.nll_loss_forward.default,):
-    LOWERINGS[_op] = _forward
+    register_lowering(_op)(_forward)
 for _op in (aten.nll_loss_backward.default,):
-    LOWERINGS[_op] = _backward
+    register_lowering(_op)(_backward)

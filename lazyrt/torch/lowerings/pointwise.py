@@ -1,18 +1,13 @@
-"""Native lowerings: aten overload → lazyrt recorder calls.
+"""Pointwise lowerings: aten's elementwise overloads → lazyrt recorder calls.
 
-``LOWERINGS`` maps each aten ``OpOverload`` to a function of the call's own
-arguments that returns lazyrt tensors (the dispatcher wraps them). The
-pointwise part is generated from tables (overloads, lazyrt function, torch's
-promotion kind); the rest (reductions, matmul) are one short function per
-*form*, registered for every overload of it. Beside this file: ``views.py``
-(views with their ``*_copy`` variants, splits, scatters, ``cat``),
-``creation.py`` (``ones_like``, ``fill``, ``copy``...), ``indexing.py``
-(``index``, ``sort``, ``cumsum``...), ``losses.py`` (``nll_loss``).
+Most are generated from tables (overloads, lazyrt function, torch's promotion
+kind); the rest are one short function per *form*, registered for every
+overload of it.
 
 Dtypes follow torch: each operand is cast to the computation dtype torch's
 promotion picks before lazyrt sees it, so lazyrt's NumPy rule never decides.
 A float16 op computes in float32 and is rounded once (eager's opmath rule,
-:mod:`.operands`), its Python scalar kept in float32 or rounded to float16
+:mod:`..operands`), its Python scalar kept in float32 or rounded to float16
 first as eager's kernel for that op does.
 Shapes come from lazyrt's recorder, never from meta tensors.
 """
@@ -22,36 +17,17 @@ import math
 
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from ..api import creation as C
-from ..api import pointwise as P
-from ..api import reductions as RD
-from .operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
-from .opmath import (add_scaled, correctly_rounded, float16_product, fused_multiply_add,
-                     scalar_remainder, vectorized_erf, vectorized_rsqrt, vectorized_sigmoid)
-from .tensor import code_of, number_of, runtime_scalar
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ...api import pointwise as P
+from ..operands import KIND, cpu_scalar, down, opmath, operand, promoted, up, value
+from ..opmath import (add_scaled, correctly_rounded, fused_multiply_add, scalar_remainder,
+                      vectorized_erf, vectorized_rsqrt, vectorized_sigmoid)
+from ..registry import overloads_of, register_lowering
+from ..tensor import code_of, number_of, runtime_scalar
 
 aten = torch.ops.aten
-LOWERINGS: dict = {}
-#: overloads whose lowering declines some forms (returns ``NotImplemented``):
-#: torch's decomposition of them stays behind the lowering for those forms
-KEEP_DECOMPOSITION: set = set()
 
-
-def _register(overloads, fn):
-    for o in overloads:
-        LOWERINGS[o] = fn
-
-
-def _variants(packet, *names):
-    """``packet.<name>`` for each overload name that exists (``default``, ``Tensor``...)
-    and returns a tensor (``copysign.default`` is the Python-number form)."""
-    found = [getattr(packet, n) for n in names if n in packet.overloads()]
-    return [o for o in found if str(o._schema.returns[0].type) == "Tensor"]
-
-
-# --- pointwise, generated ------------------------------------------------------
 
 def _is_bool(x):
     return x.dtype is torch.bool if isinstance(x, torch.Tensor) else isinstance(x, bool)
@@ -79,15 +55,15 @@ def _check_alpha(out, alpha):
 #: what eager's CPU kernel of an op takes, where it refuses some dtypes that
 #: lazyrt would compute (``hypot`` of ints, ``round`` of bools, shifts of floats):
 #: op name -> (eager's kernel name, the computation dtypes it takes)
-_EAGER_TAKES = {
+EAGER_TAKES = {
     "hypot": ("hypot_cpu", D.FLOATING),
     "round": ("round_vml_cpu", D.FLOATING | D.INTEGRAL),
     "bitwise_left_shift": ("lshift_cpu", D.INTEGRAL),
     "bitwise_right_shift": ("rshift_cpu", D.INTEGRAL),
     "fmod": ("fmod_cpu", D.FLOATING | D.INTEGRAL),
 }
-_EAGER_TAKES["__lshift__"] = _EAGER_TAKES["bitwise_left_shift"]  # ``x << n``
-_EAGER_TAKES["__rshift__"] = _EAGER_TAKES["bitwise_right_shift"]
+EAGER_TAKES["__lshift__"] = EAGER_TAKES["bitwise_left_shift"]  # ``x << n``
+EAGER_TAKES["__rshift__"] = EAGER_TAKES["bitwise_right_shift"]
 
 
 #: torch's names of its scalar types, as its dtype errors spell them
@@ -96,9 +72,9 @@ _SCALAR_TYPE_NAMES = {D.BOOL: "Bool", D.INT8: "Char", D.UINT8: "Byte", D.INT32: 
                       D.FLOAT64: "Double"}
 
 
-def _check_takes(takes, comp):
+def check_takes(takes, comp):
     """Eager's refusal, word for word, of a dtype its kernel lacks (``takes``: an
-    ``_EAGER_TAKES`` entry)."""
+    ``EAGER_TAKES`` entry)."""
     if comp not in takes[1]:
         raise RuntimeError(f'"{takes[0]}" not implemented for '
                            f"'{_SCALAR_TYPE_NAMES[comp]}'")
@@ -112,7 +88,7 @@ def rounded_to(kind, comp, *args):
     return common if common != comp else None
 
 
-def _binary(fn, kind, takes=None, opmath_scalar=False):
+def binary(fn, kind, takes=None, opmath_scalar=False):
     """``opmath_scalar``: eager's float16 kernel reads a scalar operand in float32
     (``mul``, ``div``); the others round it to float16 first."""
     reduced = correctly_rounded(fn) if fn in (P.atan2, P.power) else fn
@@ -122,7 +98,7 @@ def _binary(fn, kind, takes=None, opmath_scalar=False):
             _check_sub(a, b)
         comp, out = promoted(kind, a, b)
         if takes is not None:
-            _check_takes(takes, out)
+            check_takes(takes, out)
         if alpha is not None:
             _check_alpha(out, alpha)
         via = None if opmath_scalar else rounded_to(kind, comp, a, b)
@@ -142,7 +118,7 @@ def _unary(fn, kind, takes=None, reduced=None):
     def lower(a):
         comp, out = promoted(kind, a)
         if takes is not None:
-            _check_takes(takes, out if out != D.BOOL else comp)
+            check_takes(takes, out if out != D.BOOL else comp)
         x = operand(a, comp)
         r = fn(x) if reduced is None or comp == out else reduced(x, out)
         return r if r._node.dtype == out else P.astype(r, D.DTYPES[out])
@@ -237,11 +213,10 @@ UNARY = [
 _OPMATH_SCALAR = {aten.mul, aten.div}
 
 for _packet, _fn, _kind in BINARY:
-    _register(_variants(_packet, "Tensor", "Scalar", "default", "Tensor_Scalar",
-                        "Scalar_Tensor"),
-              _binary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
+    register_lowering(*overloads_of(_packet, "Tensor", "Scalar", "default", "Tensor_Scalar",
+                        "Scalar_Tensor"))(binary(_fn, _kind, EAGER_TAKES.get(_packet.__name__),
                       _packet in _OPMATH_SCALAR))
-#: eager's own float32 formulas of float16 ops (:mod:`.opmath`)
+#: eager's own float32 formulas of float16 ops (:mod:`..opmath`)
 #: (float32 operand, result dtype) -> float32 result
 _REDUCED_FORMULA = {aten.erf: lambda x, out: vectorized_erf(x),
                     aten.sigmoid: lambda x, out: vectorized_sigmoid(x),
@@ -251,12 +226,12 @@ _REDUCED_FORMULA.update((p, lambda x, out, fn=fn: correctly_rounded(fn)(x))
                         if kind is KIND.INT_TO_FLOAT and p not in _REDUCED_FORMULA)
 
 for _packet, _fn, _kind in UNARY:
-    _register(_variants(_packet, "default"),
-              _unary(_fn, _kind, _EAGER_TAKES.get(_packet.__name__),
-                     _REDUCED_FORMULA.get(_packet)))
-_register([aten.rsub.Tensor, aten.rsub.Scalar], _reversed(_binary(P.subtract, KIND.DEFAULT)))
+    register_lowering(*overloads_of(_packet, "default"))(
+        _unary(_fn, _kind, EAGER_TAKES.get(_packet.__name__), _REDUCED_FORMULA.get(_packet)))
+register_lowering(aten.rsub.Tensor, aten.rsub.Scalar)(_reversed(binary(P.subtract, KIND.DEFAULT)))
 
 
+@register_lowering(*overloads_of(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"))
 def _pow(a, b):
     comp, out = promoted(KIND.DEFAULT, a, b)
     via = rounded_to(KIND.DEFAULT, comp, a, b)  # eager rounds a float16 op's exponent
@@ -274,15 +249,14 @@ def _pow(a, b):
     return down(P.power(x, y) if comp == out else correctly_rounded(P.power)(x, y), out)
 
 
-_register(_variants(aten.pow, "Tensor_Scalar", "Tensor_Tensor", "Scalar"), _pow)
-
-
+@register_lowering(aten.relu.default)
 def _relu(a):
     x = value(a)
     zero = runtime_scalar(0, x._node.dtype)
     return S.where(x < zero, zero, x)  # eager's clamp_min: -0.0 and NaN stay as they are
 
 
+@register_lowering(aten.gelu.default)
 def _gelu(a, *, approximate="none"):
     v = value(a)
     x = up(v)
@@ -306,11 +280,13 @@ def _gelu(a, *, approximate="none"):
     return S.where(tail, gelu(correctly_rounded(P.erf)), gelu(vectorized_erf))
 
 
+@register_lowering(aten.where.self)
 def _where(cond, a, b):
     _, out = promoted(KIND.DEFAULT, a, b)
     return S.where(operand(cond, D.BOOL), operand(a, out), operand(b, out))
 
 
+@register_lowering(aten.lerp.Scalar, aten.lerp.Tensor)
 def _lerp(start, end, weight):
     """torch's formula: the branch keeps lerp(a, b, 1) == b exactly. In float16,
     eager's float32 kernel fuses each branch's multiply-add (FMA), rounded once."""
@@ -350,12 +326,14 @@ def _addc(fn):
     return lower
 
 
+@register_lowering(aten.threshold_backward.default)
 def _threshold_backward(grad, x, threshold):
     g = value(grad)
     return S.where(operand(x, g._node.dtype) <= operand(threshold, g._node.dtype),
                    runtime_scalar(0, g._node.dtype), g)
 
 
+@register_lowering(aten.clamp.default, aten.clamp.Tensor)
 def _clamp(a, lo=None, hi=None):
     """Eager's clamp: a NaN input stays NaN, a NaN bound gives NaN. With a number
     (or a CPU scalar) for a bound, a value equal to it stays itself (eager's
@@ -375,6 +353,7 @@ def _clamp(a, lo=None, hi=None):
     return out
 
 
+@register_lowering(aten.leaky_relu.default)
 def _leaky_relu(a, slope=0.01):
     x = value(a)
     code = x._node.dtype
@@ -382,9 +361,10 @@ def _leaky_relu(a, slope=0.01):
     return S.where(x > runtime_scalar(0, code), x, scaled)
 
 
-_register([aten.relu.default], _relu)
-_register([aten.trunc.default], _unary(P.trunc, KIND.DEFAULT))
-_register([aten.leaky_relu.default], _leaky_relu)
+register_lowering(aten.trunc.default)(_unary(P.trunc, KIND.DEFAULT))
+
+
+@register_lowering(aten.hardtanh.default)
 def _hardtanh(a, lo=-1, hi=1):
     x = value(a)
     if x._node.dtype in D.FLOATING:
@@ -395,9 +375,7 @@ def _hardtanh(a, lo=-1, hi=1):
     return P.astype(y, x.dtype)
 
 
-_register([aten.hardtanh.default], _hardtanh)
-
-
+@register_lowering(aten.exp2.default)
 def _exp2(a):
     comp, out = promoted(KIND.INT_TO_FLOAT, a)
     return down(P.power(runtime_scalar(2, comp), operand(a, comp)), out)
@@ -414,6 +392,7 @@ def _nan_ignoring(fn):
     return lower
 
 
+@register_lowering(aten.round.decimals)
 def _round_decimals(a, *, decimals=0):
     """eager's formula in the input's dtype: ``nearbyint(x * 10^d) / 10^d``, or
     ``nearbyint(x / 10^-d) * 10^-d`` for negative ``d``."""
@@ -425,165 +404,21 @@ def _round_decimals(a, *, decimals=0):
     return down(P.round(x / ten) * ten if decimals < 0 else P.round(x * ten) / ten, out)
 
 
-_register([aten.exp2.default], _exp2)
-_register([aten.round.decimals], _round_decimals)
-_register([aten.fmax.default], _nan_ignoring(P.maximum))
-_register([aten.fmin.default], _nan_ignoring(P.minimum))
-_register([aten.gelu.default], _gelu)
-_register([aten.where.self], _where)
-_register([aten.lerp.Scalar, aten.lerp.Tensor], _lerp)
-_register([aten.addcmul.default], _addc(P.multiply))
-_register([aten.addcdiv.default], _addc(P.divide))
-_register([aten.threshold_backward.default], _threshold_backward)
-_register([aten.clamp.default, aten.clamp.Tensor], _clamp)
-_register([aten.clamp_min.default, aten.clamp_min.Tensor], lambda a, lo: _clamp(a, lo))
-_register([aten.clamp_max.default, aten.clamp_max.Tensor], lambda a, hi: _clamp(a, None, hi))
+register_lowering(aten.fmax.default)(_nan_ignoring(P.maximum))
+register_lowering(aten.fmin.default)(_nan_ignoring(P.minimum))
+register_lowering(aten.addcmul.default)(_addc(P.multiply))
+register_lowering(aten.addcdiv.default)(_addc(P.divide))
+register_lowering(aten.clamp_min.default, aten.clamp_min.Tensor)(lambda a, lo: _clamp(a, lo))
+register_lowering(aten.clamp_max.default, aten.clamp_max.Tensor)(lambda a, hi: _clamp(a, None, hi))
 
 
+@register_lowering(aten._to_copy.default)  # to the CPU is a barrier (barriers.py)
 def _to_dtype(a, dtype=None, **_ignored):
     x = value(a)
     return x if dtype is None else P.astype(x, D.DTYPES[code_of(dtype)])
 
 
-_register([aten._to_copy.default], _to_dtype)  # to the CPU is a barrier (dispatch.py)
-_register([aten.alias.default, aten.alias_copy.default, aten.detach.default,
-           aten.detach_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
-           aten.contiguous.default],
-          lambda a, *args, **kwargs: P.astype(value(a), value(a).dtype))
-
-
-# --- reductions -----------------------------------------------------------------
-
-def _dims(dim):
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return None
-    return tuple(dim) if isinstance(dim, (list, tuple)) else (dim,)
-
-
-def _dims_of_0d(x, dim):
-    """torch lets a 0-d tensor be reduced over dim 0 or -1 (as if it had one axis):
-    the reduction is then the value itself."""
-    if x.ndim or dim is None:
-        return False
-    for d in _dims(dim) or ():
-        if d not in (0, -1):
-            raise IndexError(f"lazyrt.torch: dimension out of range (expected to be in "
-                             f"range of [-1, 0], but got {d})")
-    return True
-
-
-def _accumulate(reduce):
-    """torch's sum/prod: ints and bool accumulate in int64 unless ``dtype`` says
-    otherwise; the result keeps the (cast) input's dtype (lazyrt's bool sum is int64).
-    float16 accumulates in float32, as eager's: its float32 result rounded once (but
-    a short product, :func:`.opmath.float16_product`)."""
-    def lower(a, dim=None, keepdim=False, *, dtype=None):
-        x = value(a)
-        if dtype is not None:
-            x = P.astype(x, D.DTYPES[code_of(dtype)])
-        elif x._node.dtype in D.INTEGRAL or x._node.dtype == D.BOOL:
-            x = P.astype(x, D.int64)
-        if _dims_of_0d(x, dim):
-            return P.astype(x, x.dtype)
-        if reduce is RD.prod and opmath(x._node.dtype) != x._node.dtype:
-            product = float16_product(x, _dims(dim), keepdim)
-            if product is not None:
-                return product
-        wide = up(x)
-        return down(P.astype(reduce(wide, _dims(dim), keepdim), wide.dtype), x._node.dtype)
-    return lower
-
-
-_sum = _accumulate(S.sum)
-
-
-def _mean(a, dim=None, keepdim=False, *, dtype=None):
-    x = value(a)
-    if dtype is not None:
-        x = P.astype(x, D.DTYPES[code_of(dtype)])
-    if x._node.dtype not in D.FLOATING:
-        raise RuntimeError(f"lazyrt.torch: mean(): could not infer output dtype. Input dtype "
-                           f"must be either a floating point or complex dtype. Got: "
-                           f"{a.dtype}")
-    if _dims_of_0d(x, dim):
-        return P.astype(x, x.dtype)
-    return RD.mean(x, _dims(dim), keepdim)
-
-
-def _amax(fn):
-    def lower(a, dim=(), keepdim=False):
-        x = value(a)
-        return P.astype(x, x.dtype) if _dims_of_0d(x, dim) else fn(x, _dims(dim), keepdim)
-    return lower
-
-
-def _max_dim(fn, arg):
-    def lower(a, dim, keepdim=False):
-        x = value(a)
-        if _dims_of_0d(x, dim):
-            return P.astype(x, x.dtype), C.full((), 0, D.int64)
-        return fn(x, (dim,), keepdim), arg(x, dim, keepdim)
-    return lower
-
-
-def _arg(fn):
-    def lower(a, dim=None, keepdim=False):
-        x = value(a)
-        if _dims_of_0d(x, dim):
-            return C.full((), 0, D.int64)
-        return fn(x, dim, keepdim)
-    return lower
-
-
-def _var(a, dim=None, *, correction=None, keepdim=False):
-    x = value(a)
-    if x._node.dtype not in D.FLOATING:
-        raise RuntimeError(f"lazyrt.torch: var(): input dtype should be floating point, "
-                           f"got {a.dtype}")
-    c = 1 if correction is None else correction
-    code = x._node.dtype
-    if code != opmath(code):  # eager: float32 input, double accumulators, rounded twice
-        x = P.astype(x, D.float64)
-    if _dims_of_0d(x, dim):
-        v = RD.var(x, None, False, c)
-    else:
-        v = RD.var(x, _dims(dim), keepdim, c)
-    return down(P.astype(v, D.DTYPES[opmath(code)]), code)
-
-
-def _var_mean(a, dim=None, *, correction=None, keepdim=False):
-    x = value(a)
-    code = x._node.dtype
-    wide = P.astype(x, D.float64) if code != opmath(code) else x  # as _var
-    mean = RD.mean(wide, None if _dims_of_0d(x, dim) else _dims(dim), keepdim)
-    mean = down(P.astype(mean, D.DTYPES[opmath(code)]), code)
-    return _var(a, dim, correction=correction, keepdim=keepdim), mean
-
-
-_register([aten.sum.default, aten.sum.dim_IntList], _sum)
-_register([aten.var.correction], _var)
-_register([aten.var_mean.correction], _var_mean)
-_register([aten.mean.default, aten.mean.dim], _mean)
-_register([aten.amax.default], _amax(S.max))
-_register([aten.amin.default], _amax(S.min))
-def _logical(fn):
-    def lower(a, dim=None, keepdim=False):
-        x = value(a)
-        if _dims_of_0d(x, dim):
-            return P.astype(x, D.bool_)
-        return fn(x, _dims(dim), keepdim)
-    return lower
-
-
-_prod = _accumulate(RD.prod)
-
-
-_register(_variants(aten.any, "default", "dim", "dims"), _logical(S.any))
-_register(_variants(aten.all, "default", "dim", "dims"), _logical(S.all))
-_register([aten.prod.default, aten.prod.dim_int], _prod)
-_register([aten.max.default], lambda a: S.max(value(a)))
-_register([aten.min.default], lambda a: S.min(value(a)))
-_register([aten.max.dim], _max_dim(S.max, S.argmax))
-_register([aten.min.dim], _max_dim(S.min, S.argmin))
-_register([aten.argmax.default], _arg(S.argmax))
-_register([aten.argmin.default], _arg(S.argmin))
+register_lowering(aten.alias.default, aten.alias_copy.default, aten.detach.default,
+                  aten.detach_copy.default, aten.clone.default, aten.lift_fresh_copy.default,
+                  aten.contiguous.default)(
+    lambda a, *args, **kwargs: P.astype(value(a), value(a).dtype))

@@ -31,19 +31,19 @@ import math
 import numpy as np
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from .. import ops as OPS
-from ..api import creation as C
-from ..api import indexing as IX
-from ..api import manipulation as M
-from ..api import views as V
-from ..api import pointwise as P
-from ..api import reductions as RD
-from ..api import sorting as SO
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS, _register
-from .operands import down, up, value
-from .tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ... import ops as OPS
+from ...api import creation as C
+from ...api import indexing as IX
+from ...api import manipulation as M
+from ...api import views as V
+from ...api import pointwise as P
+from ...api import reductions as RD
+from ...api import sorting as SO
+from ..operands import down, up, value
+from ..registry import register_lowering
+from ..tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
                      number_of, runtime_scalar)
 
 aten = torch.ops.aten
@@ -153,6 +153,7 @@ def _merged(x, d, k):
     return S.reshape(x, shape[:d] + (math.prod(shape[d:d + k]),) + shape[d + k:])
 
 
+@register_lowering(aten.index.Tensor)
 def _index(a, indices):
     """``x[..., idx, ...]`` with one index tensor at any dim: a gather along it
     (``x[:, [-1]]``, ``x[..., [0, 2]]``, ``x[idx]``); the result has ``idx``'s
@@ -169,6 +170,7 @@ def _index(a, indices):
     return S.reshape(picked, shape[:d] + tuple(idx.shape) + shape[d + k:])
 
 
+@register_lowering(aten.take.default)
 def _take_flat(a, index):
     """``torch.take``: ``x.flatten()[idx]``, negative indices wrapping."""
     x, idx = value(a), _index_tensor(index)
@@ -181,6 +183,7 @@ def _take_flat(a, index):
     return S.reshape(picked, tuple(idx.shape))
 
 
+@register_lowering(aten.gather.default)
 def _gather(a, dim, index, *, sparse_grad=False):
     x, idx = value(a), _index_tensor(index)
     if x.ndim == 0 or idx.ndim != x.ndim:
@@ -193,6 +196,7 @@ def _gather(a, dim, index, *, sparse_grad=False):
     return IX.take_along_axis(S.getitem(x, cut), idx, axis=axis, negative_indices=False)
 
 
+@register_lowering(aten.scatter_add.default)
 def _scatter_add(a, dim, index, src):
     x, idx, v = value(a), _index_tensor(index), value(src)
     axis = dim % max(x.ndim, 1)
@@ -205,6 +209,7 @@ def _scatter_add(a, dim, index, src):
     return IX.scatter_add(x, idx, v, axis=axis, negative_indices=False)
 
 
+@register_lowering(aten.scatter.value, aten.scatter.src)
 def _scatter(a, dim, index, src):
     """``a.scatter(dim, index, src)`` where ``src`` is one value, or the index has
     one element per row along ``dim``: the places hit, counted by a scatter-add,
@@ -230,6 +235,7 @@ def _scatter(a, dim, index, src):
     return S.where(hits > runtime_scalar(0, D.INT32), new, x)
 
 
+@register_lowering(aten.topk.default)
 def _topk(a, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (smallest) along ``dim``, from a stable sort: NaN counts as
     the largest, as in eager; ties may come in another order than eager's, whose
@@ -250,6 +256,7 @@ def _picked(x, order, dim):
     return IX.take_along_axis(x, order, axis=dim, negative_indices=False)
 
 
+@register_lowering(aten.index_put.default)
 def _index_put(a, indices, values, accumulate=False):
     """``x[..., idx, ...] = v`` (or ``+= v`` with ``accumulate``, what the backward
     of ``x[idx]`` records) with one index tensor at any dim. Accumulating: an
@@ -307,6 +314,7 @@ def _put(x, d, k, idx, v, accumulate):
     return S.reshape(out, shape)
 
 
+@register_lowering(aten.index_copy.default)
 def _index_copy(a, dim, index, source):
     """``x.index_copy(dim, index, source)`` for an index known on the host: eager
     refuses a negative index here (``x[idx] = v``, its decomposition, wraps it)."""
@@ -329,6 +337,7 @@ def _index_copy(a, dim, index, source):
     return _put(x, axis, 1, idx, v, False)
 
 
+@register_lowering(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
 def _index_fill(a, dim, index, fill):
     """``x.index_fill(dim, index, value)``: the slices hit (counted by an index-add,
     for an index the graph computes) take the value; negative indices wrap."""
@@ -384,6 +393,7 @@ def _masked_fill(x, indices, v):
     return S.where(m, v, x)
 
 
+@register_lowering(aten.index_select.default)
 def _index_select(a, dim, index):
     """``x.index_select(dim, index)``: a 1-D (or 0-d) index picks slices along ``dim``;
     negative indices are eager's error, as large ones."""
@@ -399,6 +409,7 @@ def _index_select(a, dim, index):
     return _take(x, flat, axis)
 
 
+@register_lowering(aten.index_add.default)
 def _index_add(a, dim, index, source, *, alpha=1):
     """``x.index_add(dim, index, source, alpha=alpha)``: eager refuses a negative
     index here (where ``x[idx] += v`` wraps it)."""
@@ -420,6 +431,7 @@ def _index_add(a, dim, index, source, *, alpha=1):
     return IX.index_add(x, flat, v, axis=axis, negative_indices=False)
 
 
+@register_lowering(aten.embedding.default)
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """``F.embedding``: rows of the 2-D ``weight``; a negative index is eager's
     error (``weight[idx]`` would wrap it)."""
@@ -440,6 +452,7 @@ def _take(x, flat, axis, negative=False):
                               negative_indices=negative)
 
 
+@register_lowering(aten.embedding_dense_backward.default, keep_decomposition=True)
 def _embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     """The weight's gradient: each index's row of ``grad`` added into its row (none
     for ``padding_idx``); with ``scale_grad_by_freq``, each row of ``grad`` first
@@ -461,11 +474,13 @@ def _embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_f
     return IX.index_add(out, flat, rows, axis=0)
 
 
+@register_lowering(aten.flip.default)
 def _flip(a, dims):
     x = value(a)
     return M.flip(x, axis=tuple(dims)) if len(dims) else P.astype(x, x.dtype)
 
 
+@register_lowering(aten.repeat.default)
 def _repeat(a, repeats):
     """``x.repeat(r)``: each dimension tiled, as expand of an interleaved size-1 axis."""
     x = value(a)
@@ -478,6 +493,7 @@ def _repeat(a, repeats):
     return S.reshape(y, tuple(r * s for r, s in zip(repeats, shape)))
 
 
+@register_lowering(aten.sort.default, aten.sort.stable)
 def _sort(a, dim=-1, descending=False, *, stable=None):
     # eager CPU sorts stably whatever ``stable`` says; NaN sorts as the largest value
     x = value(a)
@@ -502,24 +518,5 @@ def _cumulative(fn):
     return lower
 
 
-_register([aten.index.Tensor], _index)
-_register([aten.gather.default], _gather)
-_register([aten.scatter_add.default], _scatter_add)
-_register([aten.index_put.default], _index_put)
-_register([aten.index_select.default], _index_select)
-_register([aten.embedding_dense_backward.default], _embedding_backward)
-_register([aten.embedding.default], _embedding)
-_register([aten.take.default], _take_flat)
-_register([aten.index_copy.default], _index_copy)
-_register([aten.index_fill.int_Scalar, aten.index_fill.int_Tensor], _index_fill)
-_register([aten.index_add.default], _index_add)
-KEEP_DECOMPOSITION.add(aten.embedding_dense_backward.default)
-_register([aten.flip.default], _flip)
-_register([aten.repeat.default], _repeat)
-_register([aten.sort.default, aten.sort.stable], _sort)
-_register([aten.topk.default], _topk)
-_register([aten.scatter.value, aten.scatter.src], _scatter)
-_register([aten.cumsum.default], _cumulative(RD.cumulative_sum))
-_register([aten.cumprod.default], _cumulative(RD.cumulative_prod))
-
-__all__ = ["LOWERINGS"]
+register_lowering(aten.cumsum.default)(_cumulative(RD.cumulative_sum))
+register_lowering(aten.cumprod.default)(_cumulative(RD.cumulative_prod))

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import torch
 
-from .. import dtypes as D
-from ..api import creation as C
-from ..api import linalg as LA
-from ..api import pointwise as P
-from ..api import views as V
-from .lowerings import _register
-from .operands import operand, value
+from ... import dtypes as D
+from ...api import creation as C
+from ...api import linalg as LA
+from ...api import pointwise as P
+from ...api import views as V
+from ..registry import register_lowering
+from ..operands import operand, value
 
 aten = torch.ops.aten
 
 
+@register_lowering(aten.diagonal.default, aten.diagonal_copy.default)
 def _diagonal(a, offset=0, dim1=0, dim2=1):
     """torch.diagonal: the diagonal of the (dim1, dim2) planes as the last axis."""
     x = value(a)
@@ -35,6 +36,7 @@ def _planes_last(n, d1, d2):
     return tuple(d for d in range(n) if d not in (d1, d2)) + (d1, d2)
 
 
+@register_lowering(aten.diagonal_scatter.default)
 def _diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
     """``a`` with its diagonal (as :func:`_diagonal` reads it) replaced by ``src``:
     ``src`` padded to a row (or column) of each plane, broadcast over the plane and
@@ -60,7 +62,3 @@ def _diagonal_scatter(a, src, offset=0, dim1=0, dim2=1):
     out = P.where(mask, y, planes)
     inverse = tuple(order.index(d) for d in range(n))
     return V.permute(out, inverse)
-
-
-_register([aten.diagonal.default, aten.diagonal_copy.default], _diagonal)
-_register([aten.diagonal_scatter.default], _diagonal_scatter)

@@ -11,25 +11,28 @@ from __future__ import annotations
 
 import torch
 
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
-from .operands import down, opmath, up, value
-from .opmath import correctly_rounded, fused_multiply_add
-from ..api import pointwise as P
-from .tensor import runtime_scalar
+from ..operands import down, opmath, up, value
+from ..opmath import correctly_rounded, fused_multiply_add
+from ..registry import register_lowering
+from ...api import pointwise as P
+from ..tensor import runtime_scalar
 
 aten = torch.ops.aten
 
 
+@register_lowering(aten.tanh_backward.default)
 def _tanh_backward(grad, out):
     g, y = up(value(grad)), up(value(out))
     return down(g * (runtime_scalar(1, y._node.dtype) - y * y), value(grad)._node.dtype)
 
 
+@register_lowering(aten.sigmoid_backward.default)
 def _sigmoid_backward(grad, out):
     g, y = value(grad), value(out)
     return g * (runtime_scalar(1, y._node.dtype) - y) * y
 
 
+@register_lowering(aten.silu_backward.default, keep_decomposition=True)
 def _silu_backward(grad, x):
     """float16 only (float32 and float64 take torch's decomposition): eager's
     ``dy * s * (1 + x * (1 - s))`` with ``s = 1 / (1 + exp(-x))``."""
@@ -43,10 +46,6 @@ def _silu_backward(grad, x):
     return down(up(dy) * s * fused_multiply_add(xf, one - s, one), code)
 
 
-LOWERINGS[aten.tanh_backward.default] = _tanh_backward
-LOWERINGS[aten.sigmoid_backward.default] = _sigmoid_backward
-LOWERINGS[aten.silu_backward.default] = _silu_backward
-KEEP_DECOMPOSITION.add(aten.silu_backward.default)
 
 
 #: ops eager runs as one CPU kernel that torch would otherwise decompose, in

@@ -12,17 +12,18 @@ import sys
 
 import torch
 
-from .. import _recorder as R
-from .. import _recorder_shapes as S
-from .. import ops as OPS
-from ..api import creation as C
-from ..api import pointwise as P
-from ..api import views as V
+from ... import _recorder as R
+from ... import _recorder_shapes as S
+from ... import ops as OPS
+from ...api import creation as C
+from ...api import pointwise as P
+from ...api import views as V
+from ..operands import KIND, operand, promoted, value
+from ..operands import value as value_of
+from ..registry import register_lowering
+from ..tensor import runtime_scalar
 from .creation import full_of
-from .lowerings import _dims_of_0d, _register
-from .operands import KIND, operand, promoted, value
-from .operands import value as value_of
-from .tensor import runtime_scalar
+from .reductions import dims_of_0d
 
 aten = torch.ops.aten
 _PERMUTE = OPS.PERMUTE.id
@@ -45,6 +46,7 @@ def _slice(a, dim=0, start=None, end=None, step=1):
     return S.getitem(x, _index_at(x.ndim, dim, _slice_item(x.shape[dim], start, end, step)))
 
 
+@register_lowering(aten.select.int, aten.select_copy.int)
 def _select(a, dim, index):
     x = value(a)
     n = x.shape[dim]
@@ -106,16 +108,18 @@ def _copies(*names):
     return out
 
 
-_register(_copies("view", "_unsafe_view", "reshape"),
-          lambda a, shape: S.reshape(value(a), tuple(shape)))
-_register(_copies("permute"), _permute)
-_register(_copies("expand"), lambda a, size, *, implicit=False:
-          V.broadcast_to(value(a), tuple(size)))
-_register(_copies("slice"), _slice)
-_register([aten.select.int, aten.select_copy.int], _select)
+register_lowering(*_copies("view", "_unsafe_view", "reshape"))(
+    lambda a, shape: S.reshape(value(a), tuple(shape)))
+register_lowering(*_copies("permute"))(_permute)
+register_lowering(*_copies("expand"))(
+    lambda a, size, *, implicit=False: V.broadcast_to(value(a), tuple(size)))
+register_lowering(*_copies("slice"))(_slice)
+
+
+@register_lowering(aten.transpose.int, aten.transpose_copy.int)
 def _transpose(a, d0, d1):
     x = value(a)
-    if _dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
+    if dims_of_0d(x, (d0, d1)):  # torch lets a 0-d tensor swap dims 0/-1 with itself
         return P.astype(x, x.dtype)
     n = x.ndim
     if -n <= d0 < n and -n <= d1 < n:
@@ -125,12 +129,12 @@ def _transpose(a, d0, d1):
     return V.swapaxes(x, d0, d1)  # raises the API's error
 
 
-_register([aten.transpose.int, aten.transpose_copy.int], _transpose)
-_register(_copies("t"), _t)
-_register(_copies("unsqueeze"), _unsqueeze)
-_register(_copies("squeeze"), _squeeze)
+register_lowering(*_copies("t"))(_t)
+register_lowering(*_copies("unsqueeze"))(_unsqueeze)
+register_lowering(*_copies("squeeze"))(_squeeze)
 
 
+@register_lowering(*_copies("split_with_sizes"))
 def _split_sizes(a, sizes, dim=0):
     x = value(a)
     out, start = [], 0
@@ -140,16 +144,15 @@ def _split_sizes(a, sizes, dim=0):
     return out
 
 
+@register_lowering(aten.split.Tensor, aten.split_copy.Tensor)
 def _split(a, size, dim=0):
     n = value(a).shape[dim]
     sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
     return _split_sizes(a, sizes, dim)
 
 
-_register(_copies("split_with_sizes"), _split_sizes)
-_register([aten.split.Tensor, aten.split_copy.Tensor], _split)
-_register([aten.unbind.int, aten.unbind_copy.int],
-          lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
+register_lowering(aten.unbind.int, aten.unbind_copy.int)(
+    lambda a, dim=0: [_select(a, dim, i) for i in range(value(a).shape[dim])])
 
 
 def _scatter_into(base, src, index):
@@ -158,6 +161,7 @@ def _scatter_into(base, src, index):
     return out
 
 
+@register_lowering(aten.select_backward.default)
 def _select_backward(grad, input_sizes, dim, index):
     """Zeros of ``input_sizes`` with ``grad`` at ``index`` along ``dim``, as a mask over
     ``grad`` spread along ``dim``: elementwise, so the planner fuses it (and the sum of
@@ -173,14 +177,15 @@ def _select_backward(grad, input_sizes, dim, index):
     return S.where(mask, spread, runtime_scalar(0, g._node.dtype))
 
 
-_register([aten.select_backward.default], _select_backward)
-_register([aten.select_scatter.default], lambda a, src, dim, index:
-          _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
-_register([aten.slice_scatter.default], lambda a, src, dim=0, start=None, end=None, step=1:
-          _scatter_into(a, src, _index_at(value(a).ndim, dim, _slice_item(
-              value(a).shape[dim], start, end, step))))
+register_lowering(aten.select_scatter.default)(
+    lambda a, src, dim, index: _scatter_into(a, src, _index_at(value(a).ndim, dim, index)))
+register_lowering(aten.slice_scatter.default)(
+    lambda a, src, dim=0, start=None, end=None, step=1:
+        _scatter_into(a, src, _index_at(value(a).ndim, dim, _slice_item(
+            value(a).shape[dim], start, end, step))))
 
 
+@register_lowering(aten.cat.default)
 def _cat(tensors, dim=0):
     # torch's legacy rule: 1-d empty tensors are skipped
     kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)] or list(tensors)
@@ -188,9 +193,7 @@ def _cat(tensors, dim=0):
     return V.concat([operand(t, comp) for t in kept], dim)
 
 
-_register([aten.cat.default], _cat)
-
-
+@register_lowering(aten.constant_pad_nd.default)
 def _constant_pad_nd(a, pad, value=0):
     """``F.pad(x, pad, value=v)``: ``pad`` holds (before, after) pairs from the last
     dimension back; a negative one crops. A fill of the padded shape with the
@@ -214,6 +217,3 @@ def _constant_pad_nd(a, pad, value=0):
     out = full_of(shape, value, a.dtype)
     V.setitem(out, tuple(put), S.getitem(x, tuple(crop)))
     return out
-
-
-_register([aten.constant_pad_nd.default], _constant_pad_nd)

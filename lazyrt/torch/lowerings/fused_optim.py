@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import torch
 
-from .. import _recorder as R
-from .. import dtypes as D
-from ..api import pointwise as P
-from .. import _recorder_shapes as S
-from .lowerings import LOWERINGS
-from .operands import opmath, value
-from .opmath import fused_multiply_add
-from .tensor import LazyTensor, raw, runtime_scalar
+from ... import _recorder as R
+from ... import dtypes as D
+from ...api import pointwise as P
+from ... import _recorder_shapes as S
+from ..operands import opmath, value
+from ..opmath import fused_multiply_add
+from ..registry import LOWERINGS, register_lowering
+from ..tensor import LazyTensor, raw, runtime_scalar
 
 aten = torch.ops.aten
 
@@ -245,5 +245,5 @@ def _adam(decoupled):
 
 
 for _overload in ("default", "tensor_lr"):
-    LOWERINGS[getattr(aten._fused_adam, _overload)] = _adam(decoupled=False)
-    LOWERINGS[getattr(aten._fused_adamw, _overload)] = _adam(decoupled=True)
+    register_lowering(getattr(aten._fused_adam, _overload))(_adam(decoupled=False))
+    register_lowering(getattr(aten._fused_adamw, _overload))(_adam(decoupled=True))

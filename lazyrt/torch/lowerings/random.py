@@ -27,18 +27,19 @@ import os
 import numpy as np
 import torch
 
-from .. import _recorder as R
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from ..api import creation as C
-from ..api import pointwise as P
-from ..api import random as Rn
-from ..api import sorting as SO
-from .operands import operand
-from .tensor import (LazyTensor, code_of, count_materialization, defer_error, from_cpu,
+from ... import _recorder as R
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ...api import creation as C
+from ...api import pointwise as P
+from ...api import random as Rn
+from ...api import sorting as SO
+from ..operands import operand
+from ..registry import register_random
+from ..tensor import (LazyTensor, code_of, count_materialization, defer_error, from_cpu,
                      to_torch_cpu)
 
-__all__ = ["eager_random", "eager_random_enabled", "RANDOM"]
+__all__ = ["eager_random", "eager_random_enabled"]
 
 aten = torch.ops.aten
 _eager = [os.environ.get("LAZYRT_TORCH_EAGER_RANDOM", "0") not in ("", "0")]
@@ -340,7 +341,7 @@ def _full_mask(x, keep: bool):
     return LazyTensor(C.full(tuple(x.shape), keep, D.DTYPES[D.BOOL]))
 
 
-RANDOM = {
+_DRAWS = {
     aten.normal_functional.default: _normal_op,
     aten.uniform.default: _uniform_op,
     aten.bernoulli.p: _bernoulli_p,
@@ -361,3 +362,5 @@ RANDOM = {
     aten.randint_like.low_generator_dtype: _randint_like_low,
     aten.multinomial.default: _multinomial,
 }
+for _op, _fn in _DRAWS.items():
+    register_random(_op)(_fn)

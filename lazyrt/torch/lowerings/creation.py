@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from .. import dtypes as D
-from ..api import creation as C
-from ..api import pointwise as P
-from ..api import views as V
-from .lowerings import _register
-from .operands import value
-from .tensor import code_of, from_cpu, number_of
+from ... import dtypes as D
+from ...api import creation as C
+from ...api import pointwise as P
+from ...api import views as V
+from ..registry import register_lowering
+from ..operands import value
+from ..tensor import code_of, from_cpu, number_of
 
 aten = torch.ops.aten
 
@@ -35,6 +35,7 @@ def _new(fill):
     return lower
 
 
+@register_lowering(aten.copy.default)
 def _copy(dst, src, non_blocking=False):
     if type(src) is not type(dst) and isinstance(src, torch.Tensor) and src.device.type != "lazy":
         v = from_cpu(src)
@@ -44,15 +45,14 @@ def _copy(dst, src, non_blocking=False):
     return v if tuple(v.shape) == tuple(dst.shape) else V.broadcast_to(v, tuple(dst.shape))
 
 
-_register([aten.ones_like.default], _like(1))
-_register([aten.zeros_like.default, aten.empty_like.default], _like(0))
-_register([aten.full_like.default], lambda a, fill, *, dtype=None, **_k:
-          full_of(a.shape, fill, dtype or a.dtype))
-_register([aten.new_ones.default], _new(1))
-_register([aten.new_zeros.default, aten.new_empty.default, aten.new_empty_strided.default],
-          _new(0))
-_register([aten.new_full.default], lambda a, size, fill, *, dtype=None, **_k:
-          full_of(size, fill, dtype or a.dtype))
-_register([aten.fill.Scalar], lambda a, fill: full_of(a.shape, fill, a.dtype))
-_register([aten.zero.default], lambda a: full_of(a.shape, 0, a.dtype))
-_register([aten.copy.default], _copy)
+register_lowering(aten.ones_like.default)(_like(1))
+register_lowering(aten.zeros_like.default, aten.empty_like.default)(_like(0))
+register_lowering(aten.full_like.default)(
+    lambda a, fill, *, dtype=None, **_k: full_of(a.shape, fill, dtype or a.dtype))
+register_lowering(aten.new_ones.default)(_new(1))
+register_lowering(aten.new_zeros.default, aten.new_empty.default,
+                  aten.new_empty_strided.default)(_new(0))
+register_lowering(aten.new_full.default)(
+    lambda a, size, fill, *, dtype=None, **_k: full_of(size, fill, dtype or a.dtype))
+register_lowering(aten.fill.Scalar)(lambda a, fill: full_of(a.shape, fill, a.dtype))
+register_lowering(aten.zero.default)(lambda a: full_of(a.shape, 0, a.dtype))

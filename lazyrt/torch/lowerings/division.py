@@ -9,12 +9,13 @@ import math
 import numpy as np
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from ..api import pointwise as P
-from .lowerings import _EAGER_TAKES, LOWERINGS, _binary, _check_takes, _register
-from .operands import KIND, cpu_scalar, down, operand, promoted, up
-from .tensor import LazyTensor, defer_error, runtime_scalar
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ...api import pointwise as P
+from ..registry import LOWERINGS, register_lowering
+from .pointwise import EAGER_TAKES, binary, check_takes
+from ..operands import KIND, cpu_scalar, down, operand, promoted, up
+from ..tensor import LazyTensor, defer_error, runtime_scalar
 
 aten = torch.ops.aten
 
@@ -57,6 +58,7 @@ def _integer_division(lower):
     return checked
 
 
+@register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(a, b, *, rounding_mode=None):
     if rounding_mode is None:
         return LOWERINGS[aten.div.Tensor](a, b)
@@ -76,12 +78,13 @@ def _div_mode(a, b, *, rounding_mode=None):
     return q + P.astype(inexact, D.DTYPES[comp])
 
 
+@register_lowering(aten.fmod.Tensor, aten.fmod.Scalar)
 def _fmod(a, b):
     """C's truncated remainder (sign of the dividend), from lazyrt's floored one.
     Exact for integers; a float result would need ``fmod`` itself (floored
     remainder minus the divisor rounds), so floats take the counted fallback."""
     comp, out = promoted(KIND.DEFAULT, a, b)
-    _check_takes(_EAGER_TAKES["fmod"], out)
+    check_takes(EAGER_TAKES["fmod"], out)
     if comp in D.FLOATING:
         return NotImplemented
     _check_divisor(a, b, comp)
@@ -91,7 +94,5 @@ def _fmod(a, b):
     return S.where(P.logical_and(r != zero, (r < zero) != (x < zero)), r - y, r)
 
 
-_register([aten.div.Tensor_mode, aten.div.Scalar_mode], _div_mode)
-_register([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor],
-          _integer_division(_binary(P.remainder, KIND.DEFAULT)))
-_register([aten.fmod.Tensor, aten.fmod.Scalar], _fmod)
+register_lowering(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)(
+    _integer_division(binary(P.remainder, KIND.DEFAULT)))

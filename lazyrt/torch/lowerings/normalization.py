@@ -19,14 +19,14 @@ import math
 
 import torch
 
-from .. import _recorder_shapes as S
-from .. import dtypes as D
-from ..api import pointwise as P
-from ..api import reductions as RD
-from .lowerings import KEEP_DECOMPOSITION, LOWERINGS
-from .operands import down, opmath, up, value
-from .opmath import correctly_rounded, fused_multiply_add
-from .tensor import code_of, runtime_scalar
+from ... import _recorder_shapes as S
+from ... import dtypes as D
+from ...api import pointwise as P
+from ...api import reductions as RD
+from ..operands import down, opmath, up, value
+from ..opmath import correctly_rounded, fused_multiply_add
+from ..registry import register_lowering
+from ..tensor import code_of, runtime_scalar
 
 aten = torch.ops.aten
 #: dtypes computed here (float16 keeps eager's float32 accumulation in the decompositions)
@@ -42,6 +42,7 @@ def _as(x, code):
     return x if x._node.dtype == code else P.astype(x, D.DTYPES[code])
 
 
+@register_lowering(aten._softmax.default, keep_decomposition=True)
 def _softmax(x, dim, half_to_float=False):
     x = value(x)
     if not half_to_float and _reduced(x):
@@ -52,6 +53,7 @@ def _softmax(x, dim, half_to_float=False):
     return e / S.sum(e, dim, keepdims=True)
 
 
+@register_lowering(aten._log_softmax.default, keep_decomposition=True)
 def _log_softmax(x, dim, half_to_float=False):
     x = value(x)
     if not half_to_float and _reduced(x):
@@ -86,6 +88,7 @@ def _log_softmax_reduced(x, dim):
     return down(shifted - up(down(P.log(up(down(total, code))), code)), code)
 
 
+@register_lowering(aten._safe_softmax.default, keep_decomposition=True)
 def _safe_softmax(x, dim, dtype=None):
     """Softmax, with 0 (not NaN) for a row that is all ``-inf`` (attention's fully
     masked rows)."""
@@ -102,6 +105,7 @@ def _safe_softmax(x, dim, dtype=None):
     return S.where(dead, 0.0, e / S.sum(e, dim, keepdims=True))
 
 
+@register_lowering(aten._softmax_backward_data.default, keep_decomposition=True)
 def _softmax_backward(grad, out, dim, input_dtype):
     g, y = value(grad), value(out)
     if not _taken(g, y) or code_of(input_dtype) not in _FLOATS:
@@ -110,6 +114,7 @@ def _softmax_backward(grad, out, dim, input_dtype):
     return _as(gy - y * S.sum(gy, dim, keepdims=True), code_of(input_dtype))
 
 
+@register_lowering(aten._log_softmax_backward_data.default, keep_decomposition=True)
 def _log_softmax_backward(grad, out, dim, input_dtype):
     g, y = value(grad), value(out)
     if not _taken(g, y) or code_of(input_dtype) not in _FLOATS:
@@ -124,6 +129,7 @@ def _norm_axes(x, normalized_shape):
     return tuple(range(x.ndim - k, x.ndim))
 
 
+@register_lowering(aten.native_layer_norm.default, keep_decomposition=True)
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     """(out, mean, rstd), mean and rstd keeping the normalized axes as size 1."""
     v = value(x)
@@ -166,6 +172,7 @@ def _layer_norm_reduced(v, axes, weight, bias, eps):
     return down(out, code), down(mean, code), down(rstd, code)
 
 
+@register_lowering(aten.native_layer_norm_backward.default, keep_decomposition=True)
 def _layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, mask):
     g, v = value(grad_out), value(x)
     axes = _norm_axes(v, normalized_shape) if _taken(g, v) else None
@@ -187,16 +194,3 @@ def _layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias
     if mask[2] and bias is not None:
         grad_bias = RD.sum(g, batch) if batch else g
     return grad_input, grad_weight, grad_bias
-
-
-KEEP_DECOMPOSITION.update({
-    aten._softmax.default, aten._log_softmax.default, aten._safe_softmax.default,
-    aten._softmax_backward_data.default, aten._log_softmax_backward_data.default,
-    aten.native_layer_norm.default, aten.native_layer_norm_backward.default})
-LOWERINGS[aten._softmax.default] = _softmax
-LOWERINGS[aten._log_softmax.default] = _log_softmax
-LOWERINGS[aten._safe_softmax.default] = _safe_softmax
-LOWERINGS[aten._softmax_backward_data.default] = _softmax_backward
-LOWERINGS[aten._log_softmax_backward_data.default] = _log_softmax_backward
-LOWERINGS[aten.native_layer_norm.default] = _layer_norm
-LOWERINGS[aten.native_layer_norm_backward.default] = _layer_norm_backward

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import _recorder_shapes as S
-from ..api import reductions as RD
-from .lowerings import LOWERINGS
-from .operands import down, opmath, operand, up, value
-from .tensor import raw
+from ... import _recorder_shapes as S
+from ...api import reductions as RD
+from ..operands import down, opmath, operand, up, value
+from ..registry import register_lowering
+from ..tensor import raw
 
 aten = torch.ops.aten
 
@@ -72,4 +72,4 @@ for _op, _fn in ((aten.mm.default, _mm("mm")), (aten.bmm.default, _mm("bmm")),
                  (aten.dot.default, _mm("dot")), (aten.mv.default, _mm("mv")),
                  (aten.addmm.default, _addmm), (aten.baddbmm.default, _addmm),
                  (aten.addbmm.default, _addbmm)):
-    LOWERINGS[_op] = _fn
+    register_lowering(_op)(_fn)
