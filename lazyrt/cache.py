@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import BackendError
+from .performance_warning import warn_performance
 
 #: What a write into a folder we may only read fails with.
 READ_ONLY_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
@@ -132,7 +133,6 @@ class CacheFolder:
                 _PRIVATE[self.path] = private
                 if not self.warn:
                     return private
-                from .backends import warn_performance
                 warn_performance(
                     f"lazyrt cannot write its kernel cache {self.path} ({why}): the "
                     f"{self.what} this process compiles go to a private temporary cache, "

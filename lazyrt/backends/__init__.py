@@ -19,8 +19,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable
 
-from .. import _frames
-from ..errors import BackendError, PerformanceWarning
+from ..errors import BackendError
+from ..performance_warning import warn_performance
 
 
 @dataclass
@@ -140,12 +140,6 @@ def describe(name: str) -> str:
     """``name``, and why when it is a fallback (for the metrics report)."""
     why = fallback_reason(name)
     return f"{name} (slow fallback: {why})" if why else name
-
-
-def warn_performance(message: str):
-    """``warnings.warn(message, PerformanceWarning)``, shown at the user's line
-    (:mod:`lazyrt._frames`'s rule) rather than at lazyrt's or torch's."""
-    _frames.warn(message, PerformanceWarning)
 
 
 def _check_backend_variable():
