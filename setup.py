@@ -3,9 +3,18 @@
 `codegen/` and `kernels/` live at the top level (they are separate stages of
 the pipeline) and are installed as `lazyrt.codegen` and `lazyrt.kernels`.
 """
+import re
+from pathlib import Path
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
+
+# the version is written once, in lazyrt/_version.py; read as text, since importing
+# lazyrt here would need the extensions this script builds
+VERSION = re.search(r'^__version__ = "([^"]+)"$',
+                    Path(__file__).with_name("lazyrt").joinpath("_version.py").read_text(),
+                    re.M).group(1)
 
 extensions = [
     Extension(
@@ -53,7 +62,7 @@ PACKAGES = find_packages(include=["lazyrt", "lazyrt.*"]) + [
 
 setup(
     name="lazyrt",
-    version="0.1.0",
+    version=VERSION,
     description="A LazyTensor runtime: record tensor ops, fuse them, generate kernels.",
     python_requires=">=3.10",
     packages=PACKAGES,

@@ -46,8 +46,8 @@ from .api.namespace import (__array_api_version__, __array_namespace_info__, can
 from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
 from . import backends, metrics, runtime
+from ._version import __version__
 from .api import nn
 from .api import random
 
 bool = bool_
-__version__ = "0.1.0"

@@ -38,6 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ._version import __version__
 from .errors import BackendError
 from .performance_warning import warn_performance
 
@@ -64,7 +65,6 @@ def backend_folder(backend: str, root: str | None = None) -> str:
     """The folder of ``backend``'s entries (``c``: one per lazyrt version)."""
     root = root or cache_root()
     if backend == "c":
-        from . import __version__
         return os.path.join(root, "v" + __version__)
     return os.path.join(root, backend)
 

@@ -63,7 +63,8 @@ def folder() -> cache.CacheFolder:
 def fingerprint() -> bytes:
     """What every entry's digest covers besides the graph and capabilities."""
     if not _fingerprint:
-        from . import __version__, dtypes, graph, planner
+        from . import dtypes, graph, planner
+        from ._version import __version__
         from .planner import fusion, kernel_builder, kernel_ir, passes, schedule, strided
         h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
         for mod in (fusion, kernel_builder, kernel_ir, passes, schedule, strided, planner,

@@ -9,9 +9,9 @@
 Layout of the cache (``$LAZYRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/lazyrt``,
 else ``~/.cache/lazyrt``), one folder per lazyrt version::
 
-    <cache>/v0.1.0/<name>-<key>.c        the source, kept for error messages and debugging
-    <cache>/v0.1.0/<name>-<key>.so       the binary
-    <cache>/v0.1.0/<name>-<key>.sha256   sha256 of the binary's bytes, checked before dlopen
+    <cache>/v<version>/<name>-<key>.c    the source, kept for error messages and debugging
+    <cache>/v<version>/<name>-<key>.so   the binary
+    <cache>/v<version>/<name>-<key>.sha256 sha256 of the binary's bytes, checked before dlopen
 
 ``key`` hashes everything that can change the binary: the source, every header
 in ``lazyrt/kernels``, the compiler (path and ``--version``), the flags, the
@@ -45,6 +45,7 @@ import time
 from typing import NamedTuple
 
 from .. import cache
+from .._version import __version__
 from ..compile_record import COMPILED, DISK, MEMORY
 from ..errors import BackendError, CompileError
 from ..metrics import metrics
@@ -136,11 +137,6 @@ def compiler_problem(cc: str | None = None) -> str:
     except BackendError as e:
         return str(e)
     return ""
-
-
-def _lazyrt_version() -> str:
-    import lazyrt
-    return getattr(lazyrt, "__version__", "0+unknown")
 
 
 #: the one function a kernel binary exports (see :meth:`CCompiler.load_kernel`)
@@ -262,7 +258,7 @@ class CCompiler:
         # whole-line comments do not change the binary: a kernel whose header
         # names other user lines (the code moved) reuses the one compiled before
         code = _COMMENT_LINE.sub("", source)
-        for part in (_lazyrt_version(), self._compiler_identity(), "\0".join(self.flags),
+        for part in (__version__, self._compiler_identity(), "\0".join(self.flags),
                      _host_cpu(), _headers_digest(self.include_dir), code):
             h.update(part.encode())
             h.update(b"\0\1\0")
