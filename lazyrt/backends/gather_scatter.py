@@ -20,6 +20,7 @@ import numpy as np
 from .. import _launch
 from .. import dtypes as D
 from ..codegen.gather_scatter import SCATTER_ADD, index_bounds, out_of_range_message, spec_of
+from .torch_dtypes import torch_dtype
 
 #: the plan steps run as kernels of their own here (a gather is fused into kernels)
 KINDS = (SCATTER_ADD,)
@@ -140,19 +141,17 @@ class TritonGatherScatter:
 
     def pointer_dtypes(self) -> list:
         """The kernel's pointer element types, by name (for the AOT check)."""
-        from .triton import _torch_dtype
         codes = [self.spec.dtype, self.spec.index_dtype, self.acc, D.INT64]
-        return [str(_torch_dtype(c)).replace("torch.", "") for c in codes]
+        return [str(torch_dtype(c)).replace("torch.", "") for c in codes]
 
     def run(self, bufs, fa):
         import torch
-        from .triton import _torch_dtype
         data, index, out = (bufs[b] for b in self.buffers)
         if self.acc == self.spec.dtype:
             target = out[:self.out_size]
             target.zero_()
         else:
-            target = torch.zeros(max(1, self.out_size), dtype=_torch_dtype(self.acc),
+            target = torch.zeros(max(1, self.out_size), dtype=torch_dtype(self.acc),
                                  device=out.device)
         if not self.empty:
             if self.flag is None:

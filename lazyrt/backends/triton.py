@@ -55,6 +55,7 @@ from ..planner import Capabilities, KernelStep, MatmulStep, plan
 from ..planner.strided import contiguous_strides
 from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, spec_ops, view_bytes
+from .torch_dtypes import torch_dtype
 
 # A line that holds a comment and nothing else.
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*\n", re.M)
@@ -99,14 +100,6 @@ def unavailable_reason() -> str:
         return ""
     return ("no GPU and TRITON_INTERPRET is not set; set TRITON_INTERPRET=1 (before "
             "importing triton) to run the kernels on the CPU through Triton's interpreter")
-
-
-def _torch_dtype(code):
-    import torch
-    return {D.BOOL: torch.uint8, D.INT8: torch.int8, D.UINT8: torch.uint8,
-            D.INT32: torch.int32, D.INT64: torch.int64, D.FLOAT16: torch.float16,
-            D.FLOAT32: torch.float32, D.FLOAT64: torch.float64,
-            D.BFLOAT16: torch.bfloat16}[code]
 
 
 # torch and NumPy exchange no bfloat16 arrays (ml_dtypes' is unknown to torch):
@@ -411,7 +404,7 @@ class TritonProgram:
 
     # -- buffers --
     def _alloc(self, b):
-        return self.torch.empty(max(1, int(np.prod(b.shape))), dtype=_torch_dtype(b.dtype),
+        return self.torch.empty(max(1, int(np.prod(b.shape))), dtype=torch_dtype(b.dtype),
                                 device=self.device)
 
     def _buffers(self):
@@ -571,7 +564,7 @@ class TritonBackend:
         and the launch's keywords; raises CompileError when it does not compile."""
         if self.aot is None:
             return
-        pointers = [str(_torch_dtype(buffers[b].dtype)).replace("torch.", "")
+        pointers = [str(torch_dtype(buffers[b].dtype)).replace("torch.", "")
                     for b in launch.buffers] + ["float64"] + \
             (["int64"] if getattr(launch, "gathers", ()) else [])  # fused gathers' flag
         launch.resources = self.aot.check(launch.name, source_digest(source),
