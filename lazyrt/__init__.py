@@ -45,7 +45,7 @@ from .api.namespace import (__array_api_version__, __array_namespace_info__, can
                             finfo, iinfo, inf, isdtype, nan, newaxis, pi, result_type)
 from .runtime import (available_backends, backend, mark_step, set_backend,
                       set_max_graph_nodes, sync)
-from . import backends, metrics, runtime
+from . import backends, debug, metrics, runtime
 from ._version import __version__
 from .api import nn
 from .api import random

@@ -41,7 +41,7 @@ from . import _recorder as R
 from ._capture import bind_results, capture, pending_graph_size
 from ._source_lines import source_line
 from . import backends as B
-from . import debug
+from . import debug_sink
 from . import ops
 from .graph import Graph
 from .metrics import metrics
@@ -158,7 +158,7 @@ def _execute(nodes: list, isolate=True):
         return _execute_watched(nodes, _watcher, isolate)
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
-    level = debug.level()  # once per barrier; backends never read it
+    level = debug_sink.level()  # once per barrier; backends never read it
     t0 = perf_counter()
     cap = capture(nodes, be.salt)
     if FailedValue.alive and _reads_failed(cap.values):
@@ -171,20 +171,20 @@ def _execute(nodes: list, isolate=True):
         metrics.cache_misses += 1
         program = be.compile(Graph.from_capture(cap))
         program_cache.put(cap.key, program)
-        debug.compiled(program.record, level)
+        debug_sink.compiled(program.record, level)
     else:
         metrics.cache_hits += 1
     t1 = perf_counter()
     try:
         if be is _device_backend:
-            results = program.run(values, debug.report_launch if level >= 2 else None,
+            results = program.run(values, debug_sink.report_launch if level >= 2 else None,
                                   _dead_params(cap, program, _device_backend.owns))
         elif getattr(program, "donation_candidates", None) and values is cap.values and \
                 not getattr(be, "device_values", False):  # a host backend's own arrays (c)
-            results = program.run(values, debug.report_launch if level >= 2 else None,
+            results = program.run(values, debug_sink.report_launch if level >= 2 else None,
                                   _dead_params(cap, program, _host_owned))
         elif level >= 2:
-            results = program.run(values, debug.report_launch)
+            results = program.run(values, debug_sink.report_launch)
         else:
             results = program.run(values)
     except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
@@ -198,9 +198,9 @@ def _execute(nodes: list, isolate=True):
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += t2 - t1
     _bind(be, nodes, cap, program, results)
-    debug.ran(program)
+    debug_sink.ran(program)
     if level >= 1:
-        debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
+        debug_sink.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
 
 
 def _name_index_sites(exc, cap):
@@ -360,7 +360,7 @@ def _execute_watched(nodes: list, watcher, isolate):
     (kept apart so the unwatched barrier stays as short as it is)."""
     name = _state.backend or _default_backend or default_backend_name()
     be = B.get(name)
-    level = debug.level()
+    level = debug_sink.level()
     event = watcher.barrier_started(name)  # finds the user's line and the cause
     cap = capture(nodes, be.salt)
     if FailedValue.alive and _reads_failed(cap.values):
@@ -377,13 +377,13 @@ def _execute_watched(nodes: list, watcher, isolate):
         program = be.compile(graph)
         program_cache.put(cap.key, program)
         event.compiled(program.record)
-        debug.compiled(program.record, level)
+        debug_sink.compiled(program.record, level)
     else:
         metrics.cache_hits += 1
     event.running()
     try:
         results = watcher.run(event, program, values,
-                              debug.report_launch if level >= 2 else None)
+                              debug_sink.report_launch if level >= 2 else None)
     except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
         if isinstance(exc, IndexError):
             _name_index_sites(exc, cap)
@@ -395,10 +395,10 @@ def _execute_watched(nodes: list, watcher, isolate):
     metrics.kernel_launches += program.kernels
     metrics.execute_time_s += event.run_s
     _bind(be, nodes, cap, program, results)
-    debug.ran(program)
+    debug_sink.ran(program)
     watcher.barrier_done(event, program)
     if level >= 1:
-        debug.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name,
+        debug_sink.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name,
                            event.total_s)
 
 
