@@ -20,6 +20,17 @@ _FIELDS = ("graphs_executed", "cache_hits", "cache_misses", "compiles", "compile
            "graph_cuts")
 
 
+# The report's backend line: the runtime, which imports this module (as the backends
+# do), hands it in at import (describe_backend_with), so this module imports neither.
+_describe_backend = [lambda: "unknown (lazyrt.runtime not imported)"]
+
+
+def describe_backend_with(describe):
+    """``describe() -> str`` names the backend in use (and why, when it is a
+    fallback) on :meth:`Metrics.report`'s backend line; set by the runtime."""
+    _describe_backend[0] = describe
+
+
 class Metrics:
     """Process-wide counters. ``ops_recorded`` lives in the Cython recorder."""
 
@@ -65,9 +76,7 @@ class Metrics:
         rows = [(k, _fmt(v)) for k, v in snap.items() if not isinstance(v, dict)]
         width = max(len(k) for k, _ in rows)
         lines = ["lazyrt metrics", "-" * (width + 14)]
-        from . import backends, runtime  # here: both import this module
-        lines.append(f"{'backend':<{width}}  "
-                     f"{backends.describe(runtime.current_backend_name())}")
+        lines.append(f"{'backend':<{width}}  {_describe_backend[0]()}")
         lines += [f"{k:<{width}}  {v:>12}" for k, v in rows]
         for title, table in (("fallbacks", snap["fallbacks"]),
                              ("materialized at", snap["materialized_at"])):

@@ -44,6 +44,7 @@ from . import backends as B
 from . import debug_sink
 from . import ops
 from .graph import Graph
+from . import metrics as _metrics_module
 from .metrics import metrics
 
 
@@ -106,6 +107,11 @@ def default_backend_name() -> str:
 def current_backend_name() -> str:
     name = _state.backend
     return name or _default_backend or default_backend_name()
+
+
+# the metrics report names the backend in use; metrics.py sits below the runtime and
+# the backends, so it is handed the question rather than importing them
+_metrics_module.describe_backend_with(lambda: B.describe(current_backend_name()))
 
 
 def set_backend(name: str):
