@@ -220,14 +220,52 @@ def _circles(graph) -> list[list[str]]:
 
 
 #: the floors this file holds free of import circles: the op table's, the planner,
-#: the emitters and the hand-written kernels (lazyrt/__init__.py, the API, the runtime,
-#: metrics, cache and the backends still import each other in a circle, as do the
-#: torch front-end's files)
+#: the emitters and the hand-written kernels; and below (:data:`UNTANGLED`) the rooms
+#: under the API (lazyrt/__init__.py and the API's namespace and tensor still import
+#: each other in a circle)
 CIRCLE_FREE = ("lazyrt.ops", "lazyrt.dtypes", "lazyrt.errors", "lazyrt.lowering",
                "lazyrt.planner", "lazyrt.codegen", "lazyrt.kernels")
+
+#: the rooms under the API, untangled: none of them is in an import circle
+UNTANGLED = ("lazyrt.performance_warning", "lazyrt._frames", "lazyrt._version",
+             "lazyrt.cache", "lazyrt.plan_cache", "lazyrt.metrics", "lazyrt.debug_sink",
+             "lazyrt.debug", "lazyrt.observe", "lazyrt.compile_record", "lazyrt.runtime",
+             "lazyrt.backends")
+
+#: modules at the bottom: each imports no lazyrt module but these (so anything may
+#: import them without a way back)
+BOTTOM = {"lazyrt.errors", "lazyrt._frames", "lazyrt._version", "lazyrt.performance_warning",
+          "lazyrt.compile_record", "lazyrt.debug_sink"}
 
 
 def test_no_import_circles_through_the_op_table_planner_or_codegen():
     circles = _circles(import_graph())
     bad = [c for c in circles if any(_in(m, f) for m in c for f in CIRCLE_FREE)]
     assert not bad, bad
+
+
+def test_no_import_circles_through_the_runtime_cache_metrics_debug_or_backends():
+    """The helpers live where they are used from: the cache, the metrics, the
+    debug sink, the runtime and the backends import one another one way only."""
+    graph = import_graph()
+    for module in ("lazyrt.runtime", "lazyrt.metrics", "lazyrt.debug_sink", "lazyrt.cache",
+                   "lazyrt.backends", "lazyrt.backends.triton", "lazyrt.backends.gather_scatter"):
+        assert module in graph, module
+    circles = _circles(graph)
+    bad = [c for c in circles if any(_in(m, f) for m in c for f in UNTANGLED)]
+    assert not bad, bad
+
+
+def test_the_bottom_helpers_import_only_the_bottom():
+    """Warnings, the frame rule, the version, the compile record and the debug sink
+    import nothing above them; the metrics import neither the runtime nor the
+    backends, the cache no backend, the sink no runtime."""
+    graph = import_graph()
+    for module in BOTTOM:
+        assert _below(graph, module) <= BOTTOM, (module, sorted(_below(graph, module) - BOTTOM))
+    for module, above in (("lazyrt.metrics", ("lazyrt.runtime", "lazyrt.backends")),
+                          ("lazyrt.cache", ("lazyrt.runtime", "lazyrt.backends", "lazyrt")),
+                          ("lazyrt.debug_sink", ("lazyrt.runtime", "lazyrt.debug"))):
+        reached = _below(graph, module)
+        assert not [m for m in reached for a in above if m == a or (
+            a != "lazyrt" and _in(m, a))], (module, sorted(reached))
