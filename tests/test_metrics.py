@@ -115,8 +115,12 @@ def test_graph_cuts_are_counted(backend, fresh_metrics):
         lr.set_max_graph_nodes(DEFAULT_MAX_GRAPH_NODES)
 
 
-def test_materialized_at_names_the_demo_not_the_console_script(fresh_metrics, capsys):
+def test_materialized_at_names_the_demo_not_the_console_script(fresh_metrics, capsys,
+                                                               monkeypatch):
     from lazyrt.cli import main
+    # the demo, run in this process, sets the process's backend: put it back after,
+    # or later tests on this worker run on the numpy interpreter
+    monkeypatch.setattr(lr.runtime, "_default_backend", lr.runtime._default_backend)
     assert main(["demo", "--backend", "numpy"]) == 0
     lines = lr.metrics.snapshot()["materialized_at"]
     assert lines and all("demo.py:" in where for where in lines), lines
