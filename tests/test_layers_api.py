@@ -6,6 +6,7 @@ import ast
 import pathlib
 
 import lazyrt as lr
+from layering import circles, import_graph, within
 
 API = pathlib.Path(lr.__file__).parent / "api"
 MODULES = sorted(p.stem for p in API.glob("*.py") if p.stem != "__init__")
@@ -44,32 +45,15 @@ def _graph():
             for m, t in _trees().items()}
 
 
-def _cycle(graph):
-    """One import circle of ``graph`` as a list of modules, or None."""
-    state = {}
-
-    def visit(m, path):
-        state[m] = "open"
-        for n in sorted(graph[m]):
-            if state.get(n) == "open":
-                return path[path.index(n):] + [n]
-            if n not in state:
-                found = visit(n, path + [n])
-                if found:
-                    return found
-        state[m] = "done"
-        return None
-
-    for m in MODULES:
-        if m not in state:
-            found = visit(m, [m])
-            if found:
-                return found
-    return None
-
-
 def test_api_modules_import_no_circle():
-    assert _cycle(_graph()) is None, " -> ".join(_cycle(_graph()))
+    bad = [c for c in circles(import_graph()) if any(within(m, "lazyrt.api") for m in c)
+           if not set(c) <= _NAMESPACE_CIRCLE]
+    assert not bad, bad
+
+
+#: the array API's namespace is lazyrt itself: ``__array_namespace__`` returns the
+#: package, which imports the API; that one circle is the standard's, not a layering slip
+_NAMESPACE_CIRCLE = {"lazyrt", "lazyrt.api.namespace", "lazyrt.api.tensor"}
 
 
 def test_api_modules_import_each_other_at_top_level_only():
