@@ -27,7 +27,6 @@ pays one test of ``_watcher`` and nothing else.
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
 import sys
 import threading
@@ -39,10 +38,10 @@ import numpy as np
 from . import _launch
 from . import _recorder as R
 from ._capture import bind_results, capture, pending_graph_size
-from ._source_lines import source_line
+from .failed_ops import (CHECKED_OPS, FailedValue, carry, index_out_of_range,
+                         name_index_sites)
 from . import backends as B
 from . import debug_sink
-from . import ops
 from .graph import Graph
 from . import metrics as _metrics_module
 from .metrics import metrics
@@ -195,8 +194,8 @@ def _execute(nodes: list, isolate=True):
             results = program.run(values)
     except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
         if isinstance(exc, IndexError):
-            _name_index_sites(exc, cap)
-        if isolate and _index_out_of_range(exc):
+            name_index_sites(exc, cap)
+        if isolate and index_out_of_range(exc):
             _fail_apart(nodes, cap, exc)
         raise
     t2 = perf_counter()
@@ -209,22 +208,6 @@ def _execute(nodes: list, isolate=True):
         debug_sink.report_graph(cap.key, len(cap.nodes), program.kernels, compiled, name, t2 - t0)
 
 
-def _name_index_sites(exc, cap):
-    """An index check failed while the graph of ``cap`` ran: note on ``exc`` the
-    user's lines that recorded this run's ops of the kind checked (this run's, not
-    the compile record's: the same graph recorded from other lines shares one
-    program), so an error raised at a barrier still points at the call that caused it."""
-    message = str(exc)
-    kind = next((op for op, name in ops.CHECKED_NAMES.items()
-                 if message.startswith(name + ":")), None)
-    if kind is None or not hasattr(exc, "add_note"):  # add_note: 3.11+
-        return
-    sites = sorted({source_line(n.source_code, n.source_offset) or "" for n in cap.nodes
-                    if ops.OPS[n.op].name == kind} - {""})
-    if sites:
-        exc.add_note(f"lazyrt: this graph's {kind} ops were recorded at {', '.join(sites)}")
-
-
 # --- a graph that fails on its data ------------------------------------------------------
 #
 # An index out of range is an error of the op that read it and of every tensor computed
@@ -235,42 +218,6 @@ def _name_index_sites(exc, cap):
 # again, and so does the barrier that first computes a tensor recorded from them
 # later; barriers over anything else (mark_step() included) run as if it never happened.
 
-class FailedValue:
-    """What a computed node holds when its value could not be computed: the error
-    (its type, arguments and notes only: a traceback's frames would hold tensors,
-    and nodes, outside the cycle collector, would then never be freed). NumPy's
-    reading it (``host_value``, and so every host read) raises the error again."""
-
-    __slots__ = ("kind", "args", "notes")
-    alive = 0  # how many exist: while none does, a barrier tests nothing
-
-    def __init__(self, error: BaseException):
-        self.kind, self.args = type(error), error.args
-        self.notes = tuple(getattr(error, "__notes__", ()))
-        FailedValue.alive += 1
-
-    def __del__(self):
-        FailedValue.alive -= 1
-
-    def error(self, again=True) -> BaseException:
-        """A fresh copy of the error, noted as raised again unless ``again`` is false."""
-        try:
-            exc = self.kind(*self.args)
-        except Exception:  # noqa: BLE001  a device runtime's error type built otherwise
-            exc = IndexError(*self.args)
-        if hasattr(exc, "add_note"):  # Python 3.11+
-            for note in self.notes:
-                exc.add_note(note)
-            if again:
-                exc.add_note("lazyrt: raised again: this tensor depends on the op that "
-                             "failed at an earlier barrier; tensors that do not depend on "
-                             "it compute as usual")
-        return exc
-
-    def __array__(self, dtype=None, copy=None):
-        raise self.error()
-
-
 def _reads_failed(values) -> bool:
     return any(type(v) is FailedValue for v in values)
 
@@ -278,25 +225,7 @@ def _reads_failed(values) -> bool:
 def _execute_around_failures(nodes: list, cap):
     """The barrier over ``nodes`` when its graph reads a failed value: the outputs
     that depend on one fail with it, the others are computed; then it raises."""
-    raise _bind_failures(nodes, cap, _carry(cap)).error() from None
-
-
-def _carry(cap, carried=None) -> list:
-    """Per captured node, the failure of its first input that has one (``carried``:
-    those known already; else the failed parameters'); ``cap.nodes`` is in
-    topological order."""
-    if carried is None:
-        carried = [None] * len(cap.nodes)
-        for k, i in enumerate(cap.params):
-            if type(cap.values[k]) is FailedValue:
-                carried[i] = cap.values[k]
-    for i, ins in enumerate(cap.inputs):
-        if carried[i] is None:
-            for j in ins:
-                if carried[j] is not None:
-                    carried[i] = carried[j]
-                    break
-    return carried
+    raise _bind_failures(nodes, cap, carry(cap)).error() from None
 
 
 def _bind_failures(nodes, cap, carried) -> FailedValue:
@@ -316,7 +245,7 @@ def _fail_live_dependents():
     this barrier's error is the one for all of them and later barriers skip them."""
     nodes = [t._node for t in R.live_pending()]
     cap = capture(nodes)
-    carried = _carry(cap)
+    carried = carry(cap)
     for n, i in zip(nodes, cap.outputs):
         if carried[i] is not None and not n.is_leaf:
             n.bind(carried[i])
@@ -336,29 +265,17 @@ def _fail_apart(nodes: list, cap, exc):
             if carried[j] is not None:
                 carried[i] = carried[j]
                 break
-        if carried[i] is None and n.op in _CHECKED_OPS and not n.is_leaf:
+        if carried[i] is None and n.op in CHECKED_OPS and not n.is_leaf:
             try:
                 _execute([n], isolate=False)
             except Exception as error:  # noqa: BLE001
-                if not _index_out_of_range(error):
+                if not index_out_of_range(error):
                     raise
                 carried[i] = FailedValue(error)
                 n.bind(carried[i])
                 found = True
     if found:  # the failed op's own error: its note names the line that recorded it
         raise _bind_failures(nodes, cap, carried).error(again=False) from None
-
-
-#: the ops whose index range is checked when they run (gather, scatter_add)
-_CHECKED_OPS = frozenset(op.id for op in ops.OPS if op.name in ops.CHECKED_NAMES)
-_CHECKED_MESSAGES = tuple(f"{name}: " for name in ops.CHECKED_NAMES.values())
-
-
-def _index_out_of_range(exc) -> bool:
-    """Whether ``exc`` is a range check's error: its IndexError, or (on ``jax``, whose
-    check runs in a host callback) the device runtime's error that carries it."""
-    text = str(exc)
-    return "out of range" in text and any(m in text for m in _CHECKED_MESSAGES)
 
 
 def _execute_watched(nodes: list, watcher, isolate):
@@ -392,8 +309,8 @@ def _execute_watched(nodes: list, watcher, isolate):
                               debug_sink.report_launch if level >= 2 else None)
     except Exception as exc:  # noqa: BLE001  only an index out of range is taken apart
         if isinstance(exc, IndexError):
-            _name_index_sites(exc, cap)
-        if isolate and _index_out_of_range(exc):
+            name_index_sites(exc, cap)
+        if isolate and index_out_of_range(exc):
             _fail_apart(nodes, cap, exc)
         raise
     event.ran()
