@@ -21,7 +21,7 @@ from layering import below, circles, import_graph, within
 
 #: the floor under the op table: what ``lazyrt/ops.py`` may import, and all that
 #: those may import
-OPS_FLOOR = {"lazyrt.ops", "lazyrt.dtypes", "lazyrt.errors", "lazyrt.lowering",
+OPS_FLOOR = {"lazyrt.ops", "lazyrt.op_def", "lazyrt.dtypes", "lazyrt.errors", "lazyrt.lowering",
              "lazyrt.lowering.c", "lazyrt.lowering.triton", "lazyrt.lowering.jax"}
 
 
