@@ -176,7 +176,7 @@ def pow_generic(a, b):
 def expm1_generic(x):
     u = tl.exp(x)
     um1 = u - 1.0
-    r = tl.where(u == 1.0, x, tl.where(um1 == -1.0, -1.0, um1 * x / tl.log(u)))
+    r = tl.where(u == 1.0, x, tl.where(um1 == -1.0, -1.0, um1 * (x / tl.log(u))))
     return tl.where(u == float("inf"), u, r).to(x.dtype)
 
 
