@@ -83,6 +83,8 @@ setup(
         "jax": ["jax[cpu]"],
         "bench": ["jax[cpu]", "matplotlib"],
     },
-    entry_points={"console_scripts": ["lazyrt = lazyrt.cli:main"]},
+    entry_points={"console_scripts": ["lazyrt = lazyrt.cli:main"],
+                  # torch.compile(model, backend="lazyrt") finds lazyrt without an import
+                  "torch_dynamo_backends": ["lazyrt = lazyrt.torch.dynamo:compile_backend"]},
     zip_safe=False,
 )

@@ -28,11 +28,12 @@ from . import meta as _meta
 from . import optim as _optim
 from .lowerings import activations as _activations
 from .lowerings.random import eager_random, eager_random_enabled
+from .dynamo import backend, compile_backend
 from .tensor import _TORCH_DIR, DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 from .tensor import sync as _sync
 
 __all__ = ["lazy", "to_cpu", "eager", "save", "mark_step", "device", "is_lazy",
-           "eager_random"]
+           "eager_random", "backend", "compile_backend"]
 
 _factories.install()
 _dispatch.install_cross_device_copy()  # cpu_tensor.copy_(lazy_tensor) is a barrier

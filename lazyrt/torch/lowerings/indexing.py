@@ -44,7 +44,7 @@ from ...api import sorting as SO
 from ..operands import down, up, value
 from ..registry import register_lowering
 from ..tensor import (LazyTensor, code_of, compute, count_materialization, defer_error, from_cpu,
-                     number_of, runtime_scalar)
+                     number_of, reads_refused, runtime_scalar)
 
 aten = torch.ops.aten
 
@@ -52,7 +52,10 @@ aten = torch.ops.aten
 def host_array(t):
     """An index's value when it is known as the op is recorded (a CPU or list index,
     a lazy one already computed on the host, or views and casts of one: what
-    ``idx.view(-1)`` or ``expand`` records), else None (the graph computes it)."""
+    ``idx.view(-1)`` or ``expand`` records), else None (the graph computes it, as it
+    does for every index while a graph is recorded for replay)."""
+    if reads_refused():
+        return None
     return _host_value(t._node, 0)
 
 

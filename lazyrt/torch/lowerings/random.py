@@ -82,9 +82,35 @@ def _eager_dropout(x, p):
 
 # --- Philox: lazyrt.random keyed by a seed drawn from torch's generator -------------------
 
-def _seed(generator) -> int:
+#: while a replayed program is being recorded (:func:`seeds_drawn`), each seed drawn,
+#: with its generator: the replay draws a fresh one in its place on every call
+_seed_log = [None]
+
+
+def draw_seed(generator=None) -> int:
     """A fresh 62-bit seed from ``generator`` (torch's default one if None)."""
     return int(torch.randint(0, 2**62, (), generator=generator))
+
+
+def _seed(generator) -> int:
+    seed = draw_seed(generator)
+    log = _seed_log[0]
+    if log is not None:
+        log.append((seed, generator))
+    return seed
+
+
+@contextlib.contextmanager
+def seeds_drawn():
+    """Within the block, every Philox seed drawn is appended to the yielded list as
+    ``(seed, generator)``: a recording that will be replayed (the torch.compile
+    backend) finds the seed among its parameters and draws anew there each call."""
+    previous, log = _seed_log[0], []
+    _seed_log[0] = log
+    try:
+        yield log
+    finally:
+        _seed_log[0] = previous
 
 
 def _draw_code(code: int) -> int:

@@ -1,0 +1,114 @@
+"""``torch.compile(model, backend="lazyrt")``: Dynamo captures the Python, AOTAutograd
+hands over functionalized aten graphs (forward, backward, an optimizer step), and
+each graph is recorded once into lazyrt programs and replayed on every call
+(:mod:`.fx_program`), behind Dynamo's guards: no per-op Python after the first call.
+
+>>> import torch
+>>> f = torch.compile(lambda x: (x * 2 + 1).relu().sum(), backend="lazyrt")
+>>> f(torch.arange(-2.0, 3.0)).item()
+9.0
+
+``backend="lazyrt"`` is found through the ``torch_dynamo_backends`` entry point, so
+user code need not import lazyrt; :data:`compile_backend` is the same backend as an
+object, and :func:`backend` makes one with options (which lazyrt backend runs it).
+
+The tensors stay the user's own (CPU; the programs read them in place and write
+mutated inputs back). Numerics follow eager torch, as ``lazyrt.torch`` does (one
+aten registry: the same lowerings, decompositions and opmath rules).
+"""
+from __future__ import annotations
+
+import torch
+from functorch.compile import min_cut_rematerialization_partition
+from torch._dynamo.backends.common import aot_autograd
+
+from .. import runtime
+from . import dispatch as _dispatch
+from .fx_program import record
+from .registry import LOWERINGS
+
+__all__ = ["backend", "compile_backend", "CompiledGraph"]
+
+
+def _decompositions() -> dict:
+    # the lazy front-end's table, less what lazyrt lowers itself (a lowering that
+    # declines some forms still decomposes them when the graph is recorded)
+    return {op: fn for op, fn in _dispatch.DECOMPOSITIONS.items() if op not in LOWERINGS}
+
+
+def _signature(args, dynamic):
+    """What a recording is specialized to, beyond what Dynamo's guards fix: the
+    integer inputs (symbolic sizes) and the shapes of the tensors."""
+    if not dynamic:
+        return None
+    return tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+class CompiledGraph:
+    """One AOTAutograd graph (forward, backward or inference), recorded on its
+    first call per signature and replayed after (boxed: called with a list)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, device):
+        self.gm = gm
+        self.device = device
+        # Dynamo's guards fix every shape of a static graph; a dynamic one has
+        # integer (SymInt) inputs or symbolic sizes, and is specialized per signature
+        self.dynamic = any(not isinstance(a, torch.Tensor) or any(
+            not isinstance(s, int) for s in a.shape) for a in example_inputs)
+        self.replays: dict = {}
+
+    def __call__(self, args):
+        args = list(args)
+        key = _signature(args, self.dynamic)
+        replay = self.replays.get(key)
+        if replay is not None:
+            return replay.run(args)
+        name = self.device or runtime.default_backend_name()
+        runtime.sync()  # pending lazy tensors stay out of this graph's programs
+        replay, out = record(self.gm, args, name)
+        self.replays[key] = replay
+        return out
+
+
+class LazyrtBackend:
+    """A ``torch.compile`` backend: AOTAutograd around :class:`CompiledGraph`."""
+
+    def __init__(self, device=None):
+        if device is not None:
+            from .. import backends
+            backends.get(device)  # fail now, naming why it is unusable
+        self.device = device
+        compiler = self._compile
+        self._aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                                 inference_compiler=compiler,
+                                 decompositions=_decompositions(),
+                                 partition_fn=min_cut_rematerialization_partition,
+                                 keep_inference_input_mutations=True)
+
+    def _compile(self, gm, example_inputs):
+        compiled = CompiledGraph(gm, example_inputs, self.device)
+        compiled._boxed_call = True  # AOTAutograd hands it the list of inputs as it is
+        return compiled
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        return self._aot(gm, example_inputs, **kwargs)
+
+    def __repr__(self):
+        return f"lazyrt.torch.backend(device={self.device!r})"
+
+
+def backend(device: str | None = None) -> LazyrtBackend:
+    """A ``torch.compile`` backend running on lazyrt backend ``device`` (``"c"``,
+    ``"triton"``, ``"jax"``, ``"numpy"``; default: lazyrt's default backend).
+
+    >>> import torch, lazyrt.torch as lt
+    >>> f = torch.compile(lambda x: x.exp().sum(), backend=lt.backend(device="numpy"))
+    >>> round(f(torch.zeros(3)).item(), 3)
+    3.0
+    """
+    return LazyrtBackend(device)
+
+
+#: ``torch.compile(model, backend=lazyrt.torch.compile_backend)``: lazyrt's default
+#: backend; what ``backend="lazyrt"`` names
+compile_backend = LazyrtBackend()
