@@ -28,7 +28,6 @@ from . import meta as _meta
 from . import optim as _optim
 from .lowerings import activations as _activations
 from .lowerings.random import eager_random, eager_random_enabled
-from .dynamo import backend, compile_backend
 from .tensor import _TORCH_DIR, DEVICE, is_lazy, to_torch_cpu, unwrap, count_materialization
 from .tensor import sync as _sync
 
@@ -157,3 +156,12 @@ def _numpy(self, *, force=False, _original=torch.Tensor.numpy):
 
 
 torch.Tensor.numpy = _numpy
+
+
+def __getattr__(name):
+    # the torch.compile backend loads functorch.compile (most of a second): only
+    # when asked for, so `import lazyrt.torch` stays as quick as before
+    if name in ("backend", "compile_backend"):
+        from . import dynamo
+        return getattr(dynamo, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

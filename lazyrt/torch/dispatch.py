@@ -178,7 +178,9 @@ def install_cross_device_copy():
 
 # --- in-place on raw lazy tensors, and _foreach_ ---------------------------------------------
 
-def _out_of_place(func):
+def out_of_place(func):
+    """The out-of-place twin of in-place overload ``func`` (``add_.Tensor`` →
+    ``add.Tensor``), or None."""
     packet = getattr(aten, func._schema.name[len("aten::"):-1], None)
     if packet is None or func._overloadname not in packet.overloads():
         return None
@@ -186,7 +188,7 @@ def _out_of_place(func):
 
 
 def _inplace(func, args, kwargs):
-    functional = _out_of_place(func)
+    functional = out_of_place(func)
     if functional is None:
         return NotImplemented
     out = dispatch(functional, args, kwargs)
@@ -202,14 +204,14 @@ def _inplace(func, args, kwargs):
 
 _FOREACH_BASE = {"List": ("Tensor", "default"), "Scalar": ("Scalar", "Tensor", "default"),
                  "ScalarList": ("Scalar", "Tensor", "default"), "Tensor": ("Tensor", "default"),
-                 "default": ("default",)}
+                 "default": ("default",), "ScalarAndTensor": ("Scalar",)}
 _VALUE_LAST = {"addcmul", "addcdiv"}  # their scalar is the keyword ``value``
 
 
 def _foreach(func, args, kwargs):
     name = func._schema.name[len("aten::_foreach_"):]
     if name.endswith("_"):
-        return _inplace(func, args, kwargs) if _out_of_place(func) else fallback(func, args,
+        return _inplace(func, args, kwargs) if out_of_place(func) else fallback(func, args,
                                                                                   kwargs)
     packet = getattr(aten, name, None)
     overload = func._overloadname
@@ -221,7 +223,7 @@ def _foreach(func, args, kwargs):
                  if packet is not None and o in packet.overloads()), None)
     if base is None:
         return fallback(func, args, kwargs)
-    n = len(args[0])
+    n = len(next(a for a in args if isinstance(a, (list, tuple))))  # pow's scalar comes first
     args = list(args)
     if name in _VALUE_LAST and len(args) == 4:
         scalars = args.pop()

@@ -21,19 +21,34 @@ from __future__ import annotations
 import torch
 from functorch.compile import min_cut_rematerialization_partition
 from torch._dynamo.backends.common import aot_autograd
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .. import runtime
 from . import dispatch as _dispatch
 from .fx_program import record
-from .registry import LOWERINGS
+from .lowerings.pointwise import fused_multiply_add_op
+from .registry import LOWERINGS, register_lowering
+
+# the prim exists once torch._inductor.inductor_prims is loaded (functorch.compile does)
+register_lowering(torch.ops.prims.fma.default)(fused_multiply_add_op)
 
 __all__ = ["backend", "compile_backend", "CompiledGraph"]
+
+
+def _lowered(op) -> bool:
+    """Whether lazyrt lowers ``op``, or, for an in-place op (which functionalization
+    turns into its out-of-place twin), that twin: ``addcmul_`` must reach the graph
+    as ``addcmul``, not as torch's decomposition of it (a ``prims.fma``)."""
+    if op in LOWERINGS:
+        return True
+    twin = _dispatch.out_of_place(op) if op._schema.name.endswith("_") else None
+    return twin is not None and twin in LOWERINGS
 
 
 def _decompositions() -> dict:
     # the lazy front-end's table, less what lazyrt lowers itself (a lowering that
     # declines some forms still decomposes them when the graph is recorded)
-    return {op: fn for op, fn in _dispatch.DECOMPOSITIONS.items() if op not in LOWERINGS}
+    return {op: fn for op, fn in _dispatch.DECOMPOSITIONS.items() if not _lowered(op)}
 
 
 def _signature(args, dynamic):
@@ -91,7 +106,11 @@ class LazyrtBackend:
         return compiled
 
     def __call__(self, gm, example_inputs, **kwargs):
-        return self._aot(gm, example_inputs, **kwargs)
+        # attention as its math (the lazy device's choice too): autograd then derives
+        # its backward from lowered ops, where the CPU's flash kernel has a backward
+        # op of its own that lazyrt would run eagerly
+        with sdpa_kernel([SDPBackend.MATH]):
+            return self._aot(gm, example_inputs, **kwargs)
 
     def __repr__(self):
         return f"lazyrt.torch.backend(device={self.device!r})"

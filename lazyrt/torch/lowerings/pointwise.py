@@ -326,6 +326,18 @@ def _addc(fn):
     return lower
 
 
+def fused_multiply_add_op(a, b, c):
+    """Inductor's ``prims.fma`` (Dynamo writes ``addcmul_`` with a value as a
+    ``mul`` and an ``fma``): ``a * b + c`` rounded once where the result is float32
+    or narrower (the float64 product of float32 values is exact); float64 as
+    ``a * b + c``. Registered by :mod:`lazyrt.torch.dynamo`, which loads the prim."""
+    comp, out = promoted(KIND.DEFAULT, a, b, c)
+    x, y, z = operand(a, comp), operand(b, comp), operand(c, comp)
+    if comp == D.FLOAT32:
+        return down(fused_multiply_add(x, y, z), out)
+    return down(x * y + z, out)
+
+
 @register_lowering(aten.threshold_backward.default)
 def _threshold_backward(grad, x, threshold):
     g = value(grad)
