@@ -238,6 +238,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
             t = _COMPUTE_T[r.dtype]
             value = f"({word} != 0)" if r.dtype == D.BOOL else f"({t}){word}"
             self.line(1, f"const {t} s{r.k} = {value};")
+        self.hoist_invariants()
         if is_scan(s):
             self.scan_body()
         elif not self.red:
@@ -249,6 +250,18 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         buffers = tuple(i.buffer for i in s.inputs) + tuple(o.buffer for o in s.outputs)
         return CKernel(s.name, source, tuple(self.iargs), buffers, tuple(s.scalar_params),
                        self.symbol, self.layout)
+
+    def hoist_invariants(self):
+        """The kernel's loop-invariant statements (:func:`loop_invariant`), computed
+        once before the loops. A 0-d input is read only where the kernel has
+        elements: a size-0 kernel's inputs may hold none."""
+        for sid in self.layout.invariant:
+            st = self.s.body[sid]
+            value = self.expr(sid)
+            if st.op == "load":
+                value = f"(total > 0 ? {value} : 0)"
+            self.line(1, f"const {_COMPUTE_T[st.dtype]} {self.var(sid)} = {value};")
+            self.row_done.add(sid)
 
     def pointwise_body(self, nd):
         everything = self.needed([o.value for o in self.s.outputs])
