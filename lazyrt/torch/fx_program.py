@@ -84,25 +84,42 @@ def _refuse_read(value):
 
 # --- converting values between torch and the programs -----------------------------------
 
+_NUMPY = torch._C.TensorBase.numpy  # torch's own (lazyrt.torch wraps Tensor.numpy)
+_BFLOAT16 = torch.bfloat16
+
+
 def host_array(t: torch.Tensor) -> np.ndarray:
     """A CPU tensor's memory as a C-contiguous NumPy array (a view when it is one)."""
-    t = t.detach()
-    if t.dtype is torch.bfloat16:  # torch has no NumPy bfloat16: hand over its bits
-        a = t.view(torch.uint16).numpy().view(D.bfloat16)
-    else:
-        a = t.numpy()
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.dtype is _BFLOAT16:  # torch has no NumPy bfloat16: hand over its bits
+        return _NUMPY(t.view(torch.uint16)).view(D.bfloat16)
+    return _NUMPY(t)
 
 
 def torch_of(array) -> torch.Tensor:
-    """A program's result as a torch tensor over the same memory."""
+    """A program's result as a torch tensor over the same memory (a host backend's
+    results are fresh, writable arrays each run; a device backend's are copied)."""
     if type(array) is not np.ndarray:  # a device backend's array (jax)
-        array = np.asarray(array)
-    if not array.flags.writeable:
+        array = np.array(array)
+    elif not array.flags.writeable:  # a view of a constant, or of lazyrt's own copy
         array = array.copy()
     if array.dtype == D.bfloat16:
         return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
+    return _FROM_NUMPY(array)
+
+
+_FROM_NUMPY = torch.from_numpy
+
+
+def _result_converter(array):
+    """What turns this program output into a torch tensor on every run: NumPy's
+    own arrays of a dtype torch shares go straight to ``torch.from_numpy``."""
+    if type(array) is np.ndarray and array.dtype != D.bfloat16 and array.flags.writeable:
+        return _FROM_NUMPY
+    return torch_of
 
 
 # --- the steps of a replay --------------------------------------------------------------
@@ -110,7 +127,8 @@ def torch_of(array) -> torch.Tensor:
 class ProgramStep:
     """One lazyrt program: reads slots, constants and fresh seeds; writes slots."""
 
-    __slots__ = ("program", "sources", "outputs", "checks", "name")
+    __slots__ = ("program", "sources", "outputs", "checks", "name", "_constants",
+                 "_slots", "_seeds", "converters", "dead", "in_place")
 
     def __init__(self, program, sources, outputs, checks, name):
         self.program = program
@@ -118,23 +136,31 @@ class ProgramStep:
         self.outputs = outputs  # slot per program output (the checks' flags follow them)
         self.checks = checks  # (message, error type, "file:line") per deferred check
         self.name = name
+        # per call: a copy of the constants, the slots' arrays and fresh seeds put in
+        self._constants = [None if type(s) is int or s[0] != "const" else s[1]
+                           for s in sources]
+        self._slots = [(k, s) for k, s in enumerate(sources) if type(s) is int]
+        self._seeds = [(k, s[1]) for k, s in enumerate(sources)
+                       if type(s) is not int and s[0] == "seed"]
+        self.converters = [(slot, torch_of) for slot in outputs]  # set by the first run
+        self.dead = ()  # parameters an output is written over (mutated inputs, in place)
+        self.in_place = frozenset()  # their input slots
 
     def run(self, env):
-        params = []
-        for s in self.sources:
-            if type(s) is int:
-                params.append(host_array(env[s]))
-            elif s[0] == "const":
-                params.append(s[1])
-            else:
-                params.append(np.int64(draw_seed(s[1])))
+        params = self._constants[:]
+        for k, slot in self._slots:
+            params[k] = host_array(env[slot])
+        for k, generator in self._seeds:
+            params[k] = np.int64(draw_seed(generator))
         t0 = perf_counter()
-        results = self.program.run(params)
-        metrics.execute_time_s += perf_counter() - t0
-        metrics.graphs_executed += 1
-        metrics.kernel_launches += self.program.kernels
-        for slot, r in zip(self.outputs, results):
-            env[slot] = torch_of(r)
+        results = self.program.run(params, None, self.dead) if self.dead else \
+            self.program.run(params)
+        m = metrics
+        m.execute_time_s += perf_counter() - t0
+        m.graphs_executed += 1
+        m.kernel_launches += self.program.kernels
+        for (slot, convert), r in zip(self.converters, results):
+            env[slot] = convert(r)
         if self.checks:
             raise_checks(self.checks, results[len(self.outputs):])
 
@@ -190,13 +216,17 @@ class _Slot:
 class Replay:
     """The recorded steps of one input signature; ``run(args)`` replays them."""
 
-    def __init__(self, n_slots, constants, steps, outputs, mutations, n_programs):
+    def __init__(self, n_slots, constants, steps, outputs, mutations, n_programs,
+                 in_place=frozenset()):
         self.template = [None] * n_slots
         for slot, value in constants.items():
             self.template[slot] = value
         self.steps = steps
         self.outputs = outputs  # per graph output: ("slot", n) or ("value", v)
-        self.mutations = mutations  # (input position, slot) to copy back
+        # (input position, slot of its new value): copied back, or, for the inputs the
+        # last program computes in place, copied only where it could not (a strided input)
+        self.mutations = [m for m in mutations if m[0] not in in_place]
+        self.in_place = [m for m in mutations if m[0] in in_place]
         self.programs = n_programs
 
     def run(self, args):
@@ -206,6 +236,9 @@ class Replay:
             step.run(env)
         for i, slot in self.mutations:
             args[i].copy_(env[slot])
+        for i, slot in self.in_place:
+            if env[slot].data_ptr() != args[i].data_ptr():
+                args[i].copy_(env[slot])
         return [env[v] if kind == "slot" else v for kind, v in self.outputs]
 
 
@@ -378,9 +411,11 @@ class _Recording:
         self.steps.append(step)
         _warn_eager(step.name, why, n)
 
-    def flush(self, i, needs=(), outputs=()):
+    def flush(self, i, needs=(), outputs=(), write_back=None):
         """Compute, as one lazyrt program, every pending value that ``needs`` or any
-        node after ``i`` reads; they become real values in their slots."""
+        node after ``i`` reads; they become real values in their slots.
+        ``write_back`` (the last program only): slot of a value -> the input slot it
+        is the new value of, which the program may then compute in place."""
         wanted = [a for a in self.lazy if a in needs or a in outputs
                   or self.last_use.get(a, -1) > i]
         tensors, slots = [], []
@@ -425,17 +460,39 @@ class _Recording:
                            f"program {self.programs}")
         self.programs += 1
         self.steps.append(step)
-        results = program.run(list(cap.values))
+        results = self.run_first(step, cap, write_back)
+        step.converters = [(slot, _result_converter(r)) for slot, r in zip(slots, results)]
         for slot, r in zip(slots, results):
             self.real[self.nodes[slot]] = torch_of(r)
         if checks:
             raise_checks(step.checks, results[len(slots):])
 
+    def run_first(self, step, cap, write_back):
+        """This call's run of ``step``'s program, deciding which mutated inputs it
+        computes in place from now on (:func:`in_place_params`), checked here on
+        copies: the output must land in the very array of the input it updates."""
+        values = list(cap.values)
+        dead = in_place_params(step, write_back) if write_back else ()
+        if dead:
+            trial = [np.array(v) if k in dead else v for k, v in enumerate(values)]
+            results = step.program.run(trial, None, dead)
+            landed = {j: k for k in dead for j, r in enumerate(results)
+                      if isinstance(r, np.ndarray) and np.shares_memory(r, trial[k])}
+            if all(step.sources[k] == write_back.get(step.outputs[j]) for j, k in landed.items()) \
+                    and len(landed) == len(dead):
+                step.dead = dead
+                step.in_place = {step.sources[k] for k in dead}
+                return results
+        return step.program.run(values)
+
     def finish(self, i, n):
         outs = n.args[0]
         needed = {a for a in tree_flatten(outs)[0] if isinstance(a, torch.fx.Node)}
         needed |= {src for _, src in self.mutations}
-        self.flush(i, needs=needed, outputs=needed)
+        read_after = {self.slot[a] for a in needed if a.op == "placeholder"}
+        write_back = {self.slot[src]: slot for slot, src in self.mutations
+                      if isinstance(src, torch.fx.Node) and slot not in read_after}
+        self.flush(i, needs=needed, outputs=needed, write_back=write_back)
         self.outputs = [("slot", self.slot[a]) if isinstance(a, torch.fx.Node)
                         and _is_tensor(self.real[a]) else
                         ("value", self.real[a] if isinstance(a, torch.fx.Node) else a)
@@ -446,8 +503,33 @@ class _Recording:
             self.args[slot].copy_(self.real[self.nodes[src]])
 
     def replay(self) -> Replay:
+        in_place = self.steps[-1].in_place if self.steps and \
+            type(self.steps[-1]) is ProgramStep else frozenset()
         return Replay(len(self.nodes), self.constants, self.steps, self.outputs,
-                      self.mutations, self.programs)
+                      self.mutations, self.programs, in_place)
+
+
+def in_place_params(step, write_back) -> tuple:
+    """Positions of the parameters of ``step``'s program that it may write an output
+    over (its ``donations``): the parameter is input slot ``i`` and that output is
+    the new value of input ``i`` (``write_back``), so a mutated parameter or
+    optimizer state is updated in the user's own tensor, with no copy back."""
+    program = step.program
+    plan = getattr(program, "plan", None)
+    if not getattr(program, "donations", None) or plan is None or \
+            len(plan.outputs) < len(step.outputs):
+        return ()
+    writers: dict = {}  # output buffer -> the output positions stored in it
+    for j, o in enumerate(plan.outputs):
+        writers.setdefault(o.buffer, []).append(j)
+    dead = []
+    for k, buffer in program.donations:
+        js = writers.get(buffer, ())
+        if len(js) == 1 and js[0] < len(step.outputs) and k not in dead and \
+                type(step.sources[k]) is int and \
+                write_back.get(step.outputs[js[0]]) == step.sources[k]:
+            dead.append(k)
+    return tuple(dead)
 
 
 def record(gm, args, backend: str):
