@@ -9,6 +9,9 @@ implementation on the CPU and on the lazy device), on one fixed batch:
   (inductor, default mode; AOTAutograd compiles its backward too) and
   ``opt.step()`` compiled in a function of its own, as torch's optimizer
   tutorial does; ``zero_grad`` stays eager.
+* ``lazyrt (torch.compile)`` — as ``torch.compile``, with ``backend=
+  lazyrt.torch.backend("c")``: each AOT graph recorded once into lazyrt
+  programs, replayed on every call (the user's CPU tensors, no lazy device).
 * ``lazyrt-c`` — the step on lazy tensors through :mod:`lazyrt.torch`, then
   ``lt.mark_step()`` (one graph per step, the C backend). Each step records its
   *trace time*: from the step's start to ``mark_step``, less the kernel time of
@@ -68,16 +71,24 @@ def eager_peer(case: ModelCase) -> StepPeer:
     return StepPeer("torch eager", _training_step(model, opt, case.loss, x, y))
 
 
-def compile_peer(case: ModelCase) -> StepPeer:
-    name = "torch.compile"
+#: the lazy front-end's peer, and the torch.compile backend's
+LAZY_PEER = f"lazyrt-{LAZY_BACKEND}"
+REPLAY_PEER = "lazyrt (torch.compile)"
+
+
+def compile_peer(case: ModelCase, backend: str = "inductor") -> StepPeer:
+    name = "torch.compile" if backend == "inductor" else REPLAY_PEER
     try:
         from bench.peers import allow_many_compiles
         allow_many_compiles()
+        if backend != "inductor":
+            import lazyrt.torch as lt
+            backend = lt.backend(LAZY_BACKEND)
         model = case.build()
         x, y = case.batch()
         opt = torch.optim.AdamW(model.parameters(), lr=LR)
-        forward = torch.compile(lambda a, b: case.loss(model(a), b))
-        opt_step = torch.compile(lambda: opt.step())
+        forward = torch.compile(lambda a, b: case.loss(model(a), b), backend=backend)
+        opt_step = torch.compile(lambda: opt.step(), backend=backend)
     except Exception as e:
         return StepPeer(name, error=reason(e))
 
@@ -90,8 +101,12 @@ def compile_peer(case: ModelCase) -> StepPeer:
     return StepPeer(name, step)
 
 
+def replay_peer(case: ModelCase) -> StepPeer:
+    return compile_peer(case, backend="lazyrt")
+
+
 def lazyrt_peer(case: ModelCase) -> StepPeer:
-    name = f"lazyrt-{LAZY_BACKEND}"
+    name = LAZY_PEER
     try:
         import lazyrt as lr
         import lazyrt.torch as lt
@@ -122,8 +137,8 @@ def lazyrt_peer(case: ModelCase) -> StepPeer:
 
 def build_peers(case: ModelCase, names) -> list[StepPeer]:
     """The peers of ``case`` named in ``names``, in a fixed order."""
-    builders = {"lazyrt-c": lazyrt_peer, "torch eager": eager_peer,
-                "torch.compile": compile_peer}
+    builders = {LAZY_PEER: lazyrt_peer, REPLAY_PEER: replay_peer,
+                "torch eager": eager_peer, "torch.compile": compile_peer}
     return [builders[n](case) for n in builders if n in names]
 
 
@@ -156,10 +171,10 @@ class _AtenCounter:
 def count_aten_ops(peer: StepPeer) -> Optional[int]:
     """Aten ops in one step of an eager or lazy peer (not torch.compile, whose
     compiled graphs do not dispatch op by op)."""
-    if peer.error or peer.name == "torch.compile":
+    if peer.error or peer.name in ("torch.compile", REPLAY_PEER):
         return None
     peer.activate()
-    counter = _AtenCounter("lazy" if peer.name.startswith("lazyrt") else "cpu")
+    counter = _AtenCounter("lazy" if peer.name == LAZY_PEER else "cpu")
     try:
         with counter.mode:
             peer.step()
@@ -198,7 +213,7 @@ def trace_floor(peer: StepPeer, steps: int = 10) -> Optional[tuple]:
     ``LazyTensor`` per result): the trace no recorder, however cheap, can go below
     while the per-op path is Python (:func:`cpp_floor` measures torch's part alone). Run last: the
     replayed steps write stale values into the model."""
-    if peer.error or not peer.name.startswith("lazyrt"):
+    if peer.error or peer.name != LAZY_PEER:
         return None
     from lazyrt.torch import dispatch as lazy_dispatch
     from lazyrt.torch import optim as lazy_optim

@@ -30,8 +30,11 @@ One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
    and backward through functionalization: torch's machinery with no Python per
    op, about what a lazy device with an all-C++ per-op path would trace.
 
-The issue's targets: lazyrt's step faster than eager and no slower than
-``torch.compile``; the trace under 20% of the step.
+The targets (issue 32): the ``lazyrt (torch.compile)`` step at most 0.8x the
+better of torch eager and ``torch.compile``; its per-call cost no more than
+Inductor's and its first call with cold caches at most 1/5 of Inductor's compile
+(bench/torch_compile_costs.py). The lazy front-end (``lazyrt-c``) is reported,
+its trace and floors included, not judged.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ from bench import torch_peers as TP
 
 THREADS = 2
 PLOT_YLABEL = "ms per training step (lower is better)"
-PEERS = ("lazyrt-c", "torch eager", "torch.compile")
+PEERS = (TP.LAZY_PEER, TP.REPLAY_PEER, "torch eager", "torch.compile")
 CHECK_STEPS = 3          # step 1 creates AdamW's state, step 2 is the steady graph
 #: interleaved rounds: at 10 the paired ratio's 95% interval runs from the 2nd to the
 #: 9th of 10 ratios (+-4% here); at 30, from the 10th to the 21st
@@ -139,14 +142,14 @@ def measure_model(case, repeats, quick, names) -> list[dict]:
                                repeats, warmup=1 if quick else 2, sample=sample)
     for p, t in zip(runnable, timed):
         p.extra.update(median_s=t.median_s, samples_s=t.samples)
-        if p.name.startswith("lazyrt"):
+        if p.name == TP.LAZY_PEER:
             p.extra["trace_median_s"] = timing.median(timed_traces[p.name])
             p.extra["counters"] = TP.lazyrt_step_counters(p)
         elif p.name == "torch.compile":
             p.extra["dynamo_graphs"] = TP.dynamo_graphs() - graphs_before
         p.extra["aten_ops"] = TP.count_aten_ops(p)
     for p in runnable:  # last: the replayed steps leave stale values in the model
-        if p.name.startswith("lazyrt"):
+        if p.name == TP.LAZY_PEER:
             p.extra["trace_floor_s"] = TP.trace_floor(p)
             p.extra["cpp_floor"] = TP.cpp_floor(case)
     return [_row(case, p, peers) for p in peers]
@@ -164,6 +167,17 @@ def _paired(peer, peers, name):
         return None
     found = timing.paired_ratio(peer.extra["samples_s"], other.extra["samples_s"])
     return list(found) if found else None
+
+
+def _paired_vs_best(peer, peers):
+    """The per-round ratio to the faster of torch eager and torch.compile (by median):
+    [median, low, high] (95%), or None."""
+    timed = [p for p in peers if p.name in ("torch eager", "torch.compile")
+             and "median_s" in p.extra]
+    if not timed:
+        return None
+    best = min(timed, key=lambda p: p.extra["median_s"])
+    return _paired(peer, peers, best.name)
 
 
 def _median_ms(peers, name):
@@ -189,7 +203,8 @@ def _row(case, peer, peers) -> dict:
            "samples_ms": [s * 1e3 for s in x["samples_s"]]}
     if peer.name.startswith("lazyrt"):
         row.update(paired_vs_eager=_paired(peer, peers, "torch eager"),
-                   paired_vs_compile=_paired(peer, peers, "torch.compile"))
+                   paired_vs_compile=_paired(peer, peers, "torch.compile"),
+                   paired_vs_best=_paired_vs_best(peer, peers))
     if "counters" in x:
         c, trace_s = x["counters"], x["trace_median_s"]
         run_s = x["median_s"] - trace_s  # mark_step: kernels, and the barrier's own cost
@@ -296,29 +311,31 @@ def print_results(rows) -> None:
                                  f"{r['fallback_ops']} per step[/]")
 
 
+#: issue 32: the replayed step against the better of eager and torch.compile
+REPLAY_TARGET = 0.8
+
+
 def targets(rows) -> list[dict]:
-    """The issue's targets for each lazyrt row: faster than eager, no slower than
-    torch.compile, trace under 20% of the step; each with the measured value."""
+    """The issue's step target for each ``lazyrt (torch.compile)`` row: at most
+    ``REPLAY_TARGET`` × the better of torch eager and torch.compile (paired, per
+    round, against that peer); the lazy front-end's rows are reported, not judged."""
     out = []
     for r in rows:
-        if not r["peer"].startswith("lazyrt") or "error" in r:
+        if r["peer"] != TP.REPLAY_PEER or "error" in r:
             continue
-        checks = [("faster than eager", "step / eager's", r["vs_eager"],
-                   lambda v: v < 1, r.get("paired_vs_eager")),
-                  ("no slower than torch.compile", "step / compile's", r["vs_compile"],
-                   lambda v: v <= 1, r.get("paired_vs_compile")),
-                  (f"trace < {MAX_TRACE_FRACTION:.0%} of step", "trace / step",
-                   r["trace_pct"] / 100, lambda v: v < MAX_TRACE_FRACTION, None)]
-        out += [{"model": r["model"], "eager_ms": r.get("eager_ms"), "target": name,
-                 "measured": what, "value": v, "pass": v is not None and ok(v),
-                 "paired": paired}
-                for name, what, v, ok, paired in checks]
+        ratios = [v for v in (r["vs_eager"], r["vs_compile"]) if v is not None]
+        v = max(ratios) if ratios else None  # against the faster peer: the larger ratio
+        out.append({"model": r["model"], "eager_ms": r.get("eager_ms"),
+                    "target": f"step <= {REPLAY_TARGET}x best of eager, torch.compile",
+                    "measured": "step / best peer's", "value": v,
+                    "pass": v is not None and v <= REPLAY_TARGET,
+                    "paired": r.get("paired_vs_best")})
     return out
 
 
 def print_targets(ts) -> None:
     if ts:
-        report.print_table("lazyrt-c against the issue's targets",
+        report.print_table("lazyrt (torch.compile) against the issue's targets",
                            ["model", "eager step ms", "target", "measured", "value",
                             "paired, 95%", "result"],
                            [[t["model"], t.get("eager_ms"), t["target"], t["measured"],
@@ -359,8 +376,15 @@ def run(repeats=timing.MIN_REPEATS, quick=False, tiny=False, peers=None) -> dict
         timing.pause()
     print_results(rows)
     ts = targets(rows)
+    costs = None
+    if TP.REPLAY_PEER in peers:
+        from bench import torch_compile_costs
+        models = [c.name for c in model_cases(tiny)][:1 if quick else None]
+        costs = torch_compile_costs.run(models, quick)
+        ts += torch_compile_costs.targets(costs)
     print_targets(ts)
-    return {"rows": rows, "targets": ts, "cpu_model": cpu, "threads": THREADS,
+    return {"rows": rows, "targets": ts, "compile_costs": costs, "cpu_model": cpu,
+            "threads": THREADS,
             "repeats": repeats, "check_steps": CHECK_STEPS,
             "loss_rtol": LOSS_RTOL, "peers": list(peers),
             "models": {c.name: c.note for c in model_cases(tiny)}}
