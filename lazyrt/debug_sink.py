@@ -37,6 +37,12 @@ def _reader(name):
 _read = _reader(VARIABLE)
 
 
+def watching() -> bool:
+    """Whether ``LAZYRT_DEBUG`` is set at all (one dict lookup: what a replayed
+    program asks on every run before it pays for :func:`level`)."""
+    return _read() is not None
+
+
 def level() -> int:
     """The current ``LAZYRT_DEBUG`` level (0 when unset)."""
     raw = _read()

@@ -44,6 +44,7 @@ from .._source_lines import source_line
 from ..errors import PerformanceWarning
 from ..graph import Graph
 from ..metrics import metrics
+from .. import runtime
 from ..runtime import program_cache
 from . import dispatch as _dispatch
 from .lowerings.random import draw_seed, eager_random_enabled, seeds_drawn
@@ -128,9 +129,9 @@ class ProgramStep:
     """One lazyrt program: reads slots, constants and fresh seeds; writes slots."""
 
     __slots__ = ("program", "sources", "outputs", "checks", "name", "_constants",
-                 "_slots", "_seeds", "converters", "dead", "in_place")
+                 "_slots", "_seeds", "converters", "dead", "in_place", "backend")
 
-    def __init__(self, program, sources, outputs, checks, name):
+    def __init__(self, program, sources, outputs, checks, name, backend):
         self.program = program
         self.sources = sources  # per parameter: slot number, ("const", v) or ("seed", g)
         self.outputs = outputs  # slot per program output (the checks' flags follow them)
@@ -143,6 +144,7 @@ class ProgramStep:
         self._seeds = [(k, s[1]) for k, s in enumerate(sources)
                        if type(s) is not int and s[0] == "seed"]
         self.converters = [(slot, torch_of) for slot in outputs]  # set by the first run
+        self.backend = backend  # its name
         self.dead = ()  # parameters an output is written over (mutated inputs, in place)
         self.in_place = frozenset()  # their input slots
 
@@ -152,11 +154,48 @@ class ProgramStep:
             params[k] = host_array(env[slot])
         for k, generator in self._seeds:
             params[k] = np.int64(draw_seed(generator))
+        if runtime._watcher is not None or debug_sink.watching():
+            results, seconds = self.watched(params)
+        else:
+            t0 = perf_counter()
+            results = self.program.run(params, None, self.dead) if self.dead else \
+                self.program.run(params)
+            seconds = perf_counter() - t0
+        self.finish(env, results, seconds)
+
+    def watched(self, params, graph=None, compile_s=0.0):
+        """The program's run as a barrier of the lazy front-end reports itself: to
+        the ``lazyrt`` CLI's observer (``explain``, ``kernels``, ``check``...) and at
+        ``LAZYRT_DEBUG`` >= 1; ``graph``: it was compiled for this call (in
+        ``compile_s``). Returns the results and the run's seconds."""
+        watcher, level = runtime._watcher, debug_sink.level()
+        report = debug_sink.report_launch if level >= 2 else None
+        program, key = self.program, self.program.record.graph.key
+        nodes = len(self.program.record.graph.nodes)
         t0 = perf_counter()
-        results = self.program.run(params, None, self.dead) if self.dead else \
-            self.program.run(params)
+        if watcher is None:
+            results = program.run(params, report, self.dead) if self.dead else \
+                program.run(params, report)
+        else:
+            event = watcher.barrier_started(self.backend)
+            event.captured(key, nodes)
+            if graph is not None:
+                watcher.compiling(event, graph)
+                event.compiled(program.record)
+            event.running()
+            results = watcher.run(event, program, params, report) if not self.dead else \
+                program.run(params, report, self.dead)  # (the observer runs no donation)
+            event.ran()
+            watcher.barrier_done(event, program)
+        seconds = perf_counter() - t0
+        if level >= 1:
+            debug_sink.report_graph(key, nodes, program.kernels, graph is not None,
+                                    f"{self.backend} (torch.compile)", seconds + compile_s)
+        return results, seconds
+
+    def finish(self, env, results, seconds):
         m = metrics
-        m.execute_time_s += perf_counter() - t0
+        m.execute_time_s += seconds
         m.graphs_executed += 1
         m.kernel_launches += self.program.kernels
         for (slot, convert), r in zip(self.converters, results):
@@ -432,14 +471,16 @@ class _Recording:
             return
         cap = capture([t.value._node for t in tensors] + [c[0]._node for c in checks],
                       self.backend.salt)
-        program = program_cache.get(cap.key)
+        program, graph, t0 = program_cache.get(cap.key), None, perf_counter()
         if program is None:
             metrics.cache_misses += 1
-            program = self.backend.compile(Graph.from_capture(cap))
+            graph = Graph.from_capture(cap)
+            program = self.backend.compile(graph)
             program_cache.put(cap.key, program)
             debug_sink.compiled(program.record, debug_sink.level())
         else:
             metrics.cache_hits += 1
+        self.compile_s = perf_counter() - t0
         seeds = {}
         for seed, generator in self.seeds or ():
             seeds[seed] = generator
@@ -457,20 +498,21 @@ class _Recording:
         step = ProgramStep(program, sources, slots,
                            [(message, error, source_line(*site))
                             for _, message, error, site in checks],
-                           f"program {self.programs}")
+                           f"program {self.programs}", self.backend.name)
         self.programs += 1
         self.steps.append(step)
-        results = self.run_first(step, cap, write_back)
+        results = self.run_first(step, cap, write_back, graph)
         step.converters = [(slot, _result_converter(r)) for slot, r in zip(slots, results)]
         for slot, r in zip(slots, results):
             self.real[self.nodes[slot]] = torch_of(r)
         if checks:
             raise_checks(step.checks, results[len(slots):])
 
-    def run_first(self, step, cap, write_back):
-        """This call's run of ``step``'s program, deciding which mutated inputs it
-        computes in place from now on (:func:`in_place_params`), checked here on
-        copies: the output must land in the very array of the input it updates."""
+    def run_first(self, step, cap, write_back, graph):
+        """This call's run of ``step``'s program (``graph``: compiled for it). First it
+        decides which mutated inputs the program computes in place from now on
+        (:func:`in_place_params`), tried on copies: each such output must land in
+        the very array of the input it updates."""
         values = list(cap.values)
         dead = in_place_params(step, write_back) if write_back else ()
         if dead:
@@ -478,12 +520,15 @@ class _Recording:
             results = step.program.run(trial, None, dead)
             landed = {j: k for k in dead for j, r in enumerate(results)
                       if isinstance(r, np.ndarray) and np.shares_memory(r, trial[k])}
-            if all(step.sources[k] == write_back.get(step.outputs[j]) for j, k in landed.items()) \
-                    and len(landed) == len(dead):
+            if len(landed) == len(dead) and all(
+                    step.sources[k] == write_back.get(step.outputs[j]) for j, k in landed.items()):
                 step.dead = dead
                 step.in_place = {step.sources[k] for k in dead}
-                return results
-        return step.program.run(values)
+                values = [np.array(v) if k in dead else v for k, v in enumerate(values)]
+        if runtime._watcher is not None or debug_sink.watching():
+            return step.watched(values, graph, self.compile_s)[0]
+        return step.program.run(values, None, step.dead) if step.dead else \
+            step.program.run(values)
 
     def finish(self, i, n):
         outs = n.args[0]
