@@ -51,7 +51,7 @@ from .lowerings.random import draw_seed, eager_random_enabled, seeds_drawn
 from .registry import BARRIERS, RANDOM
 from . import tensor as T
 from .tensor import DEVICE, LazyTensor, dispatch_state, from_cpu
-from .user_lines import at_line, frame_line
+from .user_lines import at_line, frame_line, frame_of
 
 aten = torch.ops.aten
 
@@ -291,10 +291,24 @@ def _warn_eager(name, why, node):
     if name in _warned:
         return
     _warned.add(name)
-    where = frame_line(node) or "<unknown>"
-    warnings.warn(f"lazyrt (torch.compile): {name} runs eagerly between lazyrt programs "
-                  f"({why}), from {where}. Each call is counted in "
-                  f"lazyrt.metrics.snapshot()['fallbacks'].", PerformanceWarning, stacklevel=4)
+    where = frame_of(node)
+    message = (f"lazyrt (torch.compile): {name} runs eagerly between lazyrt programs "
+               f"({why}), from {frame_line(node) or '<unknown>'}. Each call is counted in "
+               f"lazyrt.metrics.snapshot()['fallbacks'].")
+    if where is None:
+        warnings.warn(message, PerformanceWarning, stacklevel=2)
+    else:  # at the user's line, as the lazy front-end's fallback warning is
+        warnings.warn_explicit(message, PerformanceWarning, where[0], where[1])
+
+
+#: what a graph Dynamo made dynamic asks of a tensor: answered while recording, from
+#: the recorded (lazy) or real value; a recording is specialized to its signature
+_SIZE_QUERIES = {
+    aten.sym_size.int: lambda t, d: int(t.shape[d]),
+    aten.sym_numel.default: lambda t: int(t.numel()),
+    aten.sym_stride.int: lambda t, d: int(t.stride(d)),
+    aten.sym_storage_offset.default: lambda t: int(t.storage_offset()),
+}
 
 
 def _is_tensor(x):
@@ -372,6 +386,11 @@ class _Recording:
                 if _is_tensor(self.real[n]):  # an eager call's tuple: replayed too
                     self.steps.append(ItemStep(self.slot[src], index, self.slot[n]))
             return
+        if target in _SIZE_QUERIES:  # a dynamic graph's sizes: this signature's own
+            t = n.args[0]
+            v = self.lazy[t] if t in self.lazy else self.real[t]
+            self.real[n] = _SIZE_QUERIES[target](v, *n.args[1:])
+            return
         if target is aten.copy_.default and n.args[0].op == "placeholder":
             # a mutation of an input (functionalization's epilogue): written back at the end
             self.mutations.append((self.slot[n.args[0]], n.args[1]))
@@ -398,7 +417,7 @@ class _Recording:
     def lower(self, n):
         """Record FX node ``n`` on lazy tensors; raises :class:`_Eager` where it cannot."""
         args = tree_map(self._lazy_arg, n.args)
-        kwargs = tree_map(self._lazy_arg, n.kwargs)
+        kwargs = dict(tree_map(self._lazy_arg, n.kwargs))
         if "device" in kwargs:
             kwargs["device"] = DEVICE
         executed, checks = metrics.graphs_executed, len(T._deferred)
