@@ -12,9 +12,16 @@ TORCH_DIR = ROOT / "lazyrt" / "torch"
 
 def _imports_inside_functions(path: Path) -> list[int]:
     """The lines of ``path``'s imports of lazyrt (relative ones included) that are
-    not at the top of the file."""
+    not at the top of the file. A package's module-level ``__getattr__`` (PEP 562)
+    may import the submodule it names: that loads a heavy part on first use (the
+    torch.compile backend's functorch), it does not dodge a circle, since the
+    submodule imports its siblings and never the package."""
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "__getattr__" and \
+                path.name == "__init__.py":
+            top |= {id(n) for n in ast.walk(fn)}
     return [node.lineno for node in ast.walk(tree)
             if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top
             and (getattr(node, "level", 0) or any(

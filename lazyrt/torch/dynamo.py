@@ -23,7 +23,7 @@ from functorch.compile import min_cut_rematerialization_partition
 from torch._dynamo.backends.common import aot_autograd
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .. import runtime
+from .. import backends, runtime
 from . import dispatch as _dispatch
 from .fx_program import record
 from .lowerings.pointwise import fused_multiply_add_op
@@ -90,7 +90,6 @@ class LazyrtBackend:
 
     def __init__(self, device=None):
         if device is not None:
-            from .. import backends
             backends.get(device)  # fail now, naming why it is unusable
         self.device = device
         compiler = self._compile
