@@ -127,7 +127,9 @@ class ProgramStep:
             elif s[0] == "const":
                 params.append(s[1])
             else:
-                params.append(np.int64(draw_seed(s[1])))
+                # a Python int: the C launcher binds an int scalar slot only from an int
+                # (anything else is read as a double, which scrambles the seed's bits)
+                params.append(draw_seed(s[1]))
         t0 = perf_counter()
         results = self.program.run(params)
         metrics.execute_time_s += perf_counter() - t0
