@@ -328,7 +328,7 @@ class _Recording:
     def lower(self, n):
         """Record FX node ``n`` on lazy tensors; raises :class:`_Eager` where it cannot."""
         args = tree_map(self._lazy_arg, n.args)
-        kwargs = tree_map(self._lazy_arg, n.kwargs)
+        kwargs = dict(tree_map(self._lazy_arg, n.kwargs))  # FX's kwargs are immutable
         if "device" in kwargs:
             kwargs["device"] = DEVICE
         executed, checks = metrics.graphs_executed, len(T._deferred)
