@@ -227,6 +227,14 @@ def _warn_eager(name, why, node):
                   f"lazyrt.metrics.snapshot()['fallbacks'].", PerformanceWarning, stacklevel=4)
 
 
+def _cast_only(n):
+    # a ``_to_copy`` that stays on the CPU changes only the dtype: the barrier records
+    # it as a cast on the lazy device (it computes values only when leaving it)
+    device = n.kwargs.get("device")
+    return n.target is aten._to_copy.default and (
+        device is None or torch.device(device).type == "cpu")
+
+
 def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
@@ -307,7 +315,8 @@ class _Recording:
             self.mutations.append((self.slot[n.args[0]], n.args[1]))
             return
         if not isinstance(target, torch._ops.OpOverload) or n in self.eager_nodes \
-                or target in BARRIERS or target._schema.name.endswith("_") \
+                or (target in BARRIERS and not _cast_only(n)) \
+                or target._schema.name.endswith("_") \
                 or (target in RANDOM and eager_random_enabled()):
             if isinstance(target, torch._ops.OpOverload) or any(
                     _is_tensor(self.real.get(a)) or a in self.lazy for a in n.all_input_nodes):
