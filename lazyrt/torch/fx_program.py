@@ -98,8 +98,8 @@ def torch_of(array) -> torch.Tensor:
     """A program's result as a torch tensor over the same memory."""
     if type(array) is not np.ndarray:  # a device backend's array (jax)
         array = np.asarray(array)
-    if not array.flags.writeable:
-        array = array.copy()
+    if not array.flags.writeable or min(array.strides, default=0) < 0:
+        array = array.copy()  # torch takes neither read-only memory nor negative strides
     if array.dtype == D.bfloat16:
         return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
     return torch.from_numpy(array)
