@@ -105,8 +105,8 @@ def torch_of(array) -> torch.Tensor:
     results are fresh, writable arrays each run; a device backend's are copied)."""
     if type(array) is not np.ndarray:  # a device backend's array (jax)
         array = np.array(array)
-    elif not array.flags.writeable:  # a view of a constant, or of lazyrt's own copy
-        array = array.copy()
+    elif not array.flags.writeable or min(array.strides, default=0) < 0:
+        array = array.copy()  # torch takes neither read-only memory nor negative strides
     if array.dtype == D.bfloat16:
         return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
     return _FROM_NUMPY(array)
@@ -118,7 +118,8 @@ _FROM_NUMPY = torch.from_numpy
 def _result_converter(array):
     """What turns this program output into a torch tensor on every run: NumPy's
     own arrays of a dtype torch shares go straight to ``torch.from_numpy``."""
-    if type(array) is np.ndarray and array.dtype != D.bfloat16 and array.flags.writeable:
+    if type(array) is np.ndarray and array.dtype != D.bfloat16 and array.flags.writeable \
+            and min(array.strides, default=0) >= 0:
         return _FROM_NUMPY
     return torch_of
 
@@ -153,7 +154,9 @@ class ProgramStep:
         for k, slot in self._slots:
             params[k] = host_array(env[slot])
         for k, generator in self._seeds:
-            params[k] = np.int64(draw_seed(generator))
+            # a Python int: the C launcher binds an int scalar slot only from an int
+            # (anything else is read as a double, which scrambles the seed's bits)
+            params[k] = draw_seed(generator)
         if runtime._watcher is not None or debug_sink.watching():
             results, seconds = self.watched(params)
         else:
@@ -311,6 +314,14 @@ _SIZE_QUERIES = {
 }
 
 
+def _cast_only(n):
+    # a ``_to_copy`` that stays on the CPU changes only the dtype: the barrier records
+    # it as a cast on the lazy device (it computes values only when leaving it)
+    device = n.kwargs.get("device")
+    return n.target is aten._to_copy.default and (
+        device is None or torch.device(device).type == "cpu")
+
+
 def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
@@ -396,7 +407,8 @@ class _Recording:
             self.mutations.append((self.slot[n.args[0]], n.args[1]))
             return
         if not isinstance(target, torch._ops.OpOverload) or n in self.eager_nodes \
-                or target in BARRIERS or target._schema.name.endswith("_") \
+                or (target in BARRIERS and not _cast_only(n)) \
+                or target._schema.name.endswith("_") \
                 or (target in RANDOM and eager_random_enabled()):
             if isinstance(target, torch._ops.OpOverload) or any(
                     _is_tensor(self.real.get(a)) or a in self.lazy for a in n.all_input_nodes):
@@ -417,7 +429,7 @@ class _Recording:
     def lower(self, n):
         """Record FX node ``n`` on lazy tensors; raises :class:`_Eager` where it cannot."""
         args = tree_map(self._lazy_arg, n.args)
-        kwargs = dict(tree_map(self._lazy_arg, n.kwargs))
+        kwargs = dict(tree_map(self._lazy_arg, n.kwargs))  # FX's kwargs are immutable
         if "device" in kwargs:
             kwargs["device"] = DEVICE
         executed, checks = metrics.graphs_executed, len(T._deferred)
