@@ -115,13 +115,22 @@ def torch_of(array) -> torch.Tensor:
 _FROM_NUMPY = torch.from_numpy
 
 
-def _result_converter(array):
+def _result_converter(array, inputs=()):
     """What turns this program output into a torch tensor on every run: NumPy's
-    own arrays of a dtype torch shares go straight to ``torch.from_numpy``."""
+    own arrays of a dtype torch shares go straight to ``torch.from_numpy``. An
+    output the program hands back over one of its inputs' memory (``x.clone()`` is
+    ``x`` to lazyrt) is copied: the graph's output must not alias the user's input
+    (AOTAutograd makes the outputs that should alias one from the input itself)."""
+    if any(isinstance(a, np.ndarray) and np.shares_memory(array, a) for a in inputs):
+        return _copied
     if type(array) is np.ndarray and array.dtype != D.bfloat16 and array.flags.writeable \
             and min(array.strides, default=0) >= 0:
         return _FROM_NUMPY
     return torch_of
+
+
+def _copied(array) -> torch.Tensor:
+    return torch_of(np.array(array))
 
 
 # --- the steps of a replay --------------------------------------------------------------
@@ -532,8 +541,10 @@ class _Recording:
                            f"program {self.programs}", self.backend.name)
         self.programs += 1
         self.steps.append(step)
-        results = self.run_first(step, cap, write_back, graph)
-        step.converters = [(slot, _result_converter(r)) for slot, r in zip(slots, results)]
+        results, values = self.run_first(step, cap, write_back, graph)
+        inputs = [values[k] for k, src in enumerate(sources)
+                  if type(src) is int and k not in step.dead]
+        step.converters = [(slot, _result_converter(r, inputs)) for slot, r in zip(slots, results)]
         for slot, r in zip(slots, results):
             self.real[self.nodes[slot]] = torch_of(r)
         if checks:
@@ -557,9 +568,9 @@ class _Recording:
                 step.in_place = {step.sources[k] for k in dead}
                 values = [np.array(v) if k in dead else v for k, v in enumerate(values)]
         if runtime._watcher is not None or debug_sink.watching():
-            return step.watched(values, graph, self.compile_s)[0]
-        return step.program.run(values, None, step.dead) if step.dead else \
-            step.program.run(values)
+            return step.watched(values, graph, self.compile_s)[0], values
+        return (step.program.run(values, None, step.dead) if step.dead else
+                step.program.run(values)), values
 
     def finish(self, i, n):
         outs = n.args[0]
