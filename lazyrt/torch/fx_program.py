@@ -544,7 +544,10 @@ class _Recording:
         results, values = self.run_first(step, cap, write_back, graph)
         inputs = [values[k] for k, src in enumerate(sources)
                   if type(src) is int and k not in step.dead]
-        step.converters = [(slot, _result_converter(r, inputs)) for slot, r in zip(slots, results)]
+        # an output over an input's memory, or over an earlier output's (y and y.clone()
+        # are one value to lazyrt), is copied: a graph's outputs alias only as eager's do
+        step.converters = [(slot, _result_converter(r, inputs + list(results[:j])))
+                           for j, (slot, r) in enumerate(zip(slots, results))]
         for slot, r in zip(slots, results):
             self.real[self.nodes[slot]] = torch_of(r)
         if checks:
