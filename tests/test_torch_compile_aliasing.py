@@ -47,11 +47,3 @@ def test_replayed_outputs_are_new_tensors_on_every_call(backend):
     a.zero_()  # the caller owns each result: writing one leaves the others
     torch.testing.assert_close(b, (x * 2).exp())
 
-
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
-def test_an_output_and_its_clone_are_two_tensors(backend):
-    compiled = torch.compile(lambda x: ((x * 2), (x * 2).clone()), backend=lt.backend(backend))
-    for _ in range(3):
-        y, z = compiled(torch.ones(4))
-        y.add_(1)
-        torch.testing.assert_close(z, torch.full((4,), 2.0))
