@@ -64,6 +64,13 @@ class CompiledGraph:
     first call per signature and replayed after (boxed: called with a list)."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, device):
+        off = sorted({str(a.device) for a in example_inputs
+                      if isinstance(a, torch.Tensor) and a.device.type != "cpu"})
+        if off:
+            raise NotImplementedError(
+                f"lazyrt (torch.compile): this graph's inputs are on {', '.join(off)}; the "
+                f"lazyrt backend takes CPU tensors (its programs read them in place). Move "
+                f"the model and inputs to the CPU, or use another torch.compile backend")
         self.gm = gm
         self.device = device
         # Dynamo's guards fix every shape of a static graph; a dynamic one has
