@@ -107,14 +107,18 @@ def user_source():
 
 
 def source_line(object code, int offset):
-    """``"file:line"`` of a node's recorded source (``None`` when unknown)."""
+    """``"file:line"`` of a node's recorded source (``None`` when unknown); a node
+    the torch.compile backend recorded from an FX node (a code object named
+    ``<fx NAME>``, :mod:`lazyrt.torch.user_lines`) adds ``" (FX node NAME)"``."""
     if code is None:
         return None
+    name = code.co_name
+    fx = f" (FX node {name[4:-1]})" if name.startswith("<fx ") else ""
     if offset < 0:
-        return f"{code.co_filename}:{-offset}"
+        return f"{code.co_filename}:{-offset}{fx}"
     line = code.co_firstlineno
     for start, end, ln in code.co_lines():
         if start <= offset < end and ln is not None:
             line = ln
             break
-    return f"{code.co_filename}:{line}"
+    return f"{code.co_filename}:{line}{fx}"

@@ -78,8 +78,12 @@ class CompiledGraph:
         self.dynamic = any(not isinstance(a, torch.Tensor) or any(
             not isinstance(s, int) for s in a.shape) for a in example_inputs)
         self.replays: dict = {}
+        self.static = None  # the one replay of a static graph, once recorded
 
     def __call__(self, args):
+        replay = self.static
+        if replay is not None:  # the steady path of a static graph: Dynamo guarded it
+            return replay.run(args)
         args = list(args)
         key = _signature(args, self.dynamic)
         replay = self.replays.get(key)
@@ -89,6 +93,8 @@ class CompiledGraph:
         runtime.sync()  # pending lazy tensors stay out of this graph's programs
         replay, out = record(self.gm, args, name)
         self.replays[key] = replay
+        if not self.dynamic:
+            self.static = replay
         return out
 
 
