@@ -11,16 +11,14 @@ while recording, or raise) runs eagerly on real tensors instead: the graph is
 split into lazyrt programs and eager ATen calls, and each eager call is counted in
 ``lazyrt.metrics.snapshot()["fallbacks"]`` and warned once with the user's line.
 
-Replaying: the first call's recording is a list of steps over numbered slots
-(the graph's inputs, then the values steps produce). A program step binds its
-parameters (the user's tensors, zero-copy, as NumPy views; constants kept from
-the recording; a fresh Philox seed where a random draw recorded one), runs, and
-hands back its outputs as torch tensors over the program's own result arrays.
-No aten op, no dispatcher and no recorder run on this path.
+The recording is a :class:`lazyrt.torch.replay.Replay`: steps over numbered
+slots (the graph's inputs, then the values the steps make), which every later
+call runs with no aten op, dispatcher or recorder (see :mod:`.replay`).
 
 Inputs the graph mutates (``copy_`` into a placeholder: BatchNorm's running
 statistics, an optimizer's parameters and state) are written back into the
-caller's tensors after the last step, as eager would have left them.
+caller's tensors after the last step, as eager would have left them; the last
+program computes them in place where its backend can (:func:`in_place_params`).
 
 Shapes: a recording is specialized to its inputs' shapes and dtypes and to the
 values of its integer inputs (the symbolic sizes of a graph Dynamo made dynamic);
@@ -38,18 +36,19 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import backends as B
 from .. import debug_sink
-from .. import dtypes as D
+from .. import runtime
 from .._capture import capture
 from .._source_lines import source_line
 from ..errors import PerformanceWarning
 from ..graph import Graph
 from ..metrics import metrics
-from .. import runtime
 from ..runtime import program_cache
 from . import dispatch as _dispatch
-from .lowerings.random import draw_seed, eager_random_enabled, seeds_drawn
-from .registry import BARRIERS, RANDOM
 from . import tensor as T
+from .lowerings.random import eager_random_enabled, seeds_drawn
+from .registry import BARRIERS, RANDOM
+from .replay import (EagerStep, ItemStep, ProgramStep, Replay, Slot, raise_checks,
+                     result_converter, torch_of)
 from .tensor import DEVICE, LazyTensor, dispatch_state, from_cpu
 from .user_lines import at_line, frame_line, frame_of
 
@@ -81,216 +80,6 @@ def _refuse_fallback(func, args, kwargs):
 
 def _refuse_read(value):
     raise _Eager("its lowering reads a value")
-
-
-# --- converting values between torch and the programs -----------------------------------
-
-_NUMPY = torch._C.TensorBase.numpy  # torch's own (lazyrt.torch wraps Tensor.numpy)
-_BFLOAT16 = torch.bfloat16
-
-
-def host_array(t: torch.Tensor) -> np.ndarray:
-    """A CPU tensor's memory as a C-contiguous NumPy array (a view when it is one)."""
-    if t.requires_grad:
-        t = t.detach()
-    if not t.is_contiguous():
-        t = t.contiguous()
-    if t.dtype is _BFLOAT16:  # torch has no NumPy bfloat16: hand over its bits
-        return _NUMPY(t.view(torch.uint16)).view(D.bfloat16)
-    return _NUMPY(t)
-
-
-def torch_of(array) -> torch.Tensor:
-    """A program's result as a torch tensor over the same memory (a host backend's
-    results are fresh, writable arrays each run; a device backend's are copied)."""
-    if type(array) is not np.ndarray:  # a device backend's array (jax)
-        array = np.array(array)
-    elif not array.flags.writeable or min(array.strides, default=0) < 0:
-        array = array.copy()  # torch takes neither read-only memory nor negative strides
-    if array.dtype == D.bfloat16:
-        return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
-    return _FROM_NUMPY(array)
-
-
-_FROM_NUMPY = torch.from_numpy
-
-
-def _result_converter(array, inputs=()):
-    """What turns this program output into a torch tensor on every run: NumPy's
-    own arrays of a dtype torch shares go straight to ``torch.from_numpy``. An
-    output the program hands back over one of its inputs' memory (``x.clone()`` is
-    ``x`` to lazyrt) is copied: the graph's output must not alias the user's input
-    (AOTAutograd makes the outputs that should alias one from the input itself)."""
-    if any(isinstance(a, np.ndarray) and np.shares_memory(array, a) for a in inputs):
-        return _copied
-    if type(array) is np.ndarray and array.dtype != D.bfloat16 and array.flags.writeable \
-            and min(array.strides, default=0) >= 0:
-        return _FROM_NUMPY
-    return torch_of
-
-
-def _copied(array) -> torch.Tensor:
-    return torch_of(np.array(array))
-
-
-# --- the steps of a replay --------------------------------------------------------------
-
-class ProgramStep:
-    """One lazyrt program: reads slots, constants and fresh seeds; writes slots."""
-
-    __slots__ = ("program", "sources", "outputs", "checks", "name", "_constants",
-                 "_slots", "_seeds", "converters", "dead", "in_place", "backend")
-
-    def __init__(self, program, sources, outputs, checks, name, backend):
-        self.program = program
-        self.sources = sources  # per parameter: slot number, ("const", v) or ("seed", g)
-        self.outputs = outputs  # slot per program output (the checks' flags follow them)
-        self.checks = checks  # (message, error type, "file:line") per deferred check
-        self.name = name
-        # per call: a copy of the constants, the slots' arrays and fresh seeds put in
-        self._constants = [None if type(s) is int or s[0] != "const" else s[1]
-                           for s in sources]
-        self._slots = [(k, s) for k, s in enumerate(sources) if type(s) is int]
-        self._seeds = [(k, s[1]) for k, s in enumerate(sources)
-                       if type(s) is not int and s[0] == "seed"]
-        self.converters = [(slot, torch_of) for slot in outputs]  # set by the first run
-        self.backend = backend  # its name
-        self.dead = ()  # parameters an output is written over (mutated inputs, in place)
-        self.in_place = frozenset()  # their input slots
-
-    def run(self, env):
-        params = self._constants[:]
-        for k, slot in self._slots:
-            params[k] = host_array(env[slot])
-        for k, generator in self._seeds:
-            # a Python int: the C launcher binds an int scalar slot only from an int
-            # (anything else is read as a double, which scrambles the seed's bits)
-            params[k] = draw_seed(generator)
-        if runtime._watcher is not None or debug_sink.watching():
-            results, seconds = self.watched(params)
-        else:
-            t0 = perf_counter()
-            results = self.program.run(params, None, self.dead) if self.dead else \
-                self.program.run(params)
-            seconds = perf_counter() - t0
-        self.finish(env, results, seconds)
-
-    def watched(self, params, graph=None, compile_s=0.0):
-        """The program's run as a barrier of the lazy front-end reports itself: to
-        the ``lazyrt`` CLI's observer (``explain``, ``kernels``, ``check``...) and at
-        ``LAZYRT_DEBUG`` >= 1; ``graph``: it was compiled for this call (in
-        ``compile_s``). Returns the results and the run's seconds."""
-        watcher, level = runtime._watcher, debug_sink.level()
-        report = debug_sink.report_launch if level >= 2 else None
-        program, key = self.program, self.program.record.graph.key
-        nodes = len(self.program.record.graph.nodes)
-        t0 = perf_counter()
-        if watcher is None:
-            results = program.run(params, report, self.dead) if self.dead else \
-                program.run(params, report)
-        else:
-            event = watcher.barrier_started(self.backend)
-            event.captured(key, nodes)
-            if graph is not None:
-                watcher.compiling(event, graph)
-                event.compiled(program.record)
-            event.running()
-            results = watcher.run(event, program, params, report) if not self.dead else \
-                program.run(params, report, self.dead)  # (the observer runs no donation)
-            event.ran()
-            watcher.barrier_done(event, program)
-        seconds = perf_counter() - t0
-        if level >= 1:
-            debug_sink.report_graph(key, nodes, program.kernels, graph is not None,
-                                    f"{self.backend} (torch.compile)", seconds + compile_s)
-        return results, seconds
-
-    def finish(self, env, results, seconds):
-        m = metrics
-        m.execute_time_s += seconds
-        m.graphs_executed += 1
-        m.kernel_launches += self.program.kernels
-        for (slot, convert), r in zip(self.converters, results):
-            env[slot] = convert(r)
-        if self.checks:
-            raise_checks(self.checks, results[len(self.outputs):])
-
-
-def raise_checks(checks, flags):
-    """Raise the first deferred check (an error eager raises at its call, which only
-    the program's values show) whose flag the run computed true."""
-    for (message, error, where), flag in zip(checks, flags):
-        found = np.asarray(flag).item()
-        text = message(found) if callable(message) else (message if found else None)
-        if text is not None:
-            raise error(f"{text} (lazyrt: raised by the compiled graph, for the op at "
-                        f"{where or '<unknown>'})")
-
-
-class EagerStep:
-    """One aten call lazyrt does not lower, run by torch on real tensors."""
-
-    __slots__ = ("target", "args", "kwargs", "output", "name")
-
-    def __init__(self, target, args, kwargs, output):
-        self.target, self.args, self.kwargs, self.output = target, args, kwargs, output
-        self.name = str(target)
-
-    def run(self, env):
-        fetch = lambda a: env[a.slot] if type(a) is _Slot else a  # noqa: E731
-        args = tree_map(fetch, self.args)
-        kwargs = tree_map(fetch, self.kwargs)
-        metrics.fallbacks[self.name] += 1
-        env[self.output] = self.target(*args, **kwargs)
-
-
-class ItemStep:
-    """``env[output] = env[source][index]``: one result of an eager call's tuple."""
-
-    __slots__ = ("source", "index", "output")
-
-    def __init__(self, source, index, output):
-        self.source, self.index, self.output = source, index, output
-
-    def run(self, env):
-        env[self.output] = env[self.source][self.index]
-
-
-class _Slot:
-    """A reference to slot ``slot`` inside an eager step's arguments."""
-    __slots__ = ("slot",)
-
-    def __init__(self, slot):
-        self.slot = slot
-
-
-class Replay:
-    """The recorded steps of one input signature; ``run(args)`` replays them."""
-
-    def __init__(self, n_slots, constants, steps, outputs, mutations, n_programs,
-                 in_place=frozenset()):
-        self.template = [None] * n_slots
-        for slot, value in constants.items():
-            self.template[slot] = value
-        self.steps = steps
-        self.outputs = outputs  # per graph output: ("slot", n) or ("value", v)
-        # (input position, slot of its new value): copied back, or, for the inputs the
-        # last program computes in place, copied only where it could not (a strided input)
-        self.mutations = [m for m in mutations if m[0] not in in_place]
-        self.in_place = [m for m in mutations if m[0] in in_place]
-        self.programs = n_programs
-
-    def run(self, args):
-        env = self.template[:]
-        env[:len(args)] = args
-        for step in self.steps:
-            step.run(env)
-        for i, slot in self.mutations:
-            args[i].copy_(env[slot])
-        for i, slot in self.in_place:
-            if env[slot].data_ptr() != args[i].data_ptr():
-                args[i].copy_(env[slot])
-        return [env[v] if kind == "slot" else v for kind, v in self.outputs]
 
 
 # --- recording ---------------------------------------------------------------------------
@@ -477,7 +266,7 @@ class _Recording:
         if not isinstance(a, torch.fx.Node):
             return a
         v = self.real[a]
-        return _Slot(self.slot[a]) if _is_tensor(v) or isinstance(v, (tuple, list)) else v
+        return Slot(self.slot[a]) if _is_tensor(v) or isinstance(v, (tuple, list)) else v
 
     def run_eager(self, i, n, why):
         self.flush(i, needs=set(n.all_input_nodes))
@@ -485,7 +274,7 @@ class _Recording:
         kwargs = tree_map(self._slot_arg, n.kwargs)
         step = EagerStep(n.target, args, kwargs, self.slot[n])
         env = {self.slot[a]: self.real[a] for a in n.all_input_nodes}
-        fetch = lambda a: env[a.slot] if type(a) is _Slot else a  # noqa: E731
+        fetch = lambda a: env[a.slot] if type(a) is Slot else a  # noqa: E731
         self.real[n] = n.target(*tree_map(fetch, args), **tree_map(fetch, kwargs))
         self.steps.append(step)
         _warn_eager(step.name, why, n)
@@ -546,7 +335,7 @@ class _Recording:
                   if type(src) is int and k not in step.dead]
         # an output over an input's memory, or over an earlier output's (y and y.clone()
         # are one value to lazyrt), is copied: a graph's outputs alias only as eager's do
-        step.converters = [(slot, _result_converter(r, inputs + list(results[:j])))
+        step.converters = [(slot, result_converter(r, inputs + list(results[:j])))
                            for j, (slot, r) in enumerate(zip(slots, results))]
         for slot, r in zip(slots, results):
             self.real[self.nodes[slot]] = torch_of(r)
