@@ -408,3 +408,36 @@ def test_cache_dir_owned_by_another_user_is_refused_with_a_fix_that_works(
     # chmod cannot help someone who does not own the folder: say what can
     assert "LAZYRT_CACHE_DIR" in msg and "chown" in msg
     assert "chmod" not in msg
+
+
+def _kernel(k):
+    symbol = f"k{k}_add_{k}"
+    return symbol, f"double {symbol}(double x) {{ return x + {k}; }}\n"
+
+
+def test_kernels_compiled_together_load_as_compiled_then_as_disk_hits(tmp_path):
+    kernels = [_kernel(k) for k in range(1, 6)]
+    cc = CCompiler(cache_dir=str(tmp_path))
+    compiles = lazyrt.metrics.compiles
+    cc.compile_kernels(kernels + kernels[:2])  # duplicates compile once
+    assert lazyrt.metrics.compiles - compiles == 5
+    for k, (symbol, source) in enumerate(kernels, 1):
+        address, _, outcome = cc.load_kernel(symbol, source)
+        assert outcome == "compiled"  # built ahead of the load, in this process
+        fn = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(address)
+        assert fn(1.0) == 1.0 + k
+        assert cc.kernel_build_log(symbol, source).startswith("$ ")
+    again = CCompiler(cache_dir=str(tmp_path))
+    compiles = lazyrt.metrics.compiles
+    again.compile_kernels(kernels)  # all on disk: nothing to do
+    assert lazyrt.metrics.compiles == compiles
+    assert {again.load_kernel(s, src)[2] for s, src in kernels} <= {"disk cache", "memory"}
+
+
+def test_a_kernel_that_fails_together_fails_at_its_load_with_its_name(tmp_path):
+    good, bad = _kernel(1), ("k2_broken", "double k2_broken(double x) { return x + ; }\n")
+    cc = CCompiler(cache_dir=str(tmp_path))
+    cc.compile_kernels([good, bad])  # no raise here: the load says which kernel
+    assert cc.load_kernel(*good)[2] == "compiled"
+    with pytest.raises(CompileError, match="broken"):
+        cc.load_kernel(*bad)

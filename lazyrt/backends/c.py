@@ -224,16 +224,22 @@ class CBackend:
             aliased = found["aliased"] = {}
             for s, ii, oi in [p[1:] for p in found["donated"]] + [p[:3] for p in found["shared"]]:
                 aliased.setdefault(id(the_plan.steps[s]), set()).update((f"in{ii}", f"out{oi}"))
+            # every kernel's source now, its compile started beside the others'
+            emitted = found["emitted"] = {
+                id(step): emit_c(step.spec, frozenset(aliased.get(id(step), ())))
+                for step in the_plan.steps if isinstance(step, KernelStep)}
+            self.compiler.compile_kernels((ck.symbol, ck.source) for ck in emitted.values())
             return the_plan
         the_plan, launches, record = compile_graph(
             self, graph, make_plan, lambda step, the_plan: self._build(
-                step, the_plan, frozenset(found["aliased"].get(id(step), ()))))
+                step, the_plan, frozenset(found["aliased"].get(id(step), ())),
+                found["emitted"].get(id(step))))
         return CProgram(the_plan, launches, record, found["donated"], found["shared"])
 
-    def _build(self, step, the_plan, aliased=frozenset()) -> Built:
+    def _build(self, step, the_plan, aliased=frozenset(), emitted=None) -> Built:
         buffers = the_plan.buffers
         if isinstance(step, KernelStep):
-            ck = emit_c(step.spec, aliased)
+            ck = emitted or emit_c(step.spec, aliased)
             launch, outcome = self._launch(ck.name, ck.symbol, ck.source, ck.buffers,
                                            ck.iargs, ck.scalar_params)
             checks = gather_checks(step.spec)

@@ -20,6 +20,10 @@ host CPU (``-march=native``) and the lazyrt version.
 Whole-line ``/* comments */`` are not part of the key: a kernel whose header
 comment names other user lines (the code moved) reuses the binary.
 
+A program's kernels not yet in the cache compile concurrently, one compiler
+process per core (:meth:`CCompiler.compile_kernels`, called by the C backend
+once the plan is made), then load one by one as before.
+
 An entry whose bytes match their checksum but that the loader rejects is
 evicted and rebuilt once. A cache that cannot be created or written (a
 read-only ``$HOME``, a read-only shared cache) still serves the binaries it
@@ -174,6 +178,8 @@ class CCompiler:
         #: binary path -> its compile log (command, then the compiler's messages),
         #: for the binaries this process compiled
         self._logs: dict[str, str] = {}
+        #: binaries :meth:`compile_kernels` built ahead of their load (compiled, not hits)
+        self._fresh: set = set()
 
     # -- public -----------------------------------------------------------
 
@@ -230,6 +236,7 @@ class CCompiler:
             return lib, MEMORY
         self.folder.ensure()
         if self._verified(path):
+            fresh = path in self._fresh  # compiled by compile_kernels, this process
             try:
                 lib = _dlopen(path)
             except OSError:
@@ -238,6 +245,8 @@ class CCompiler:
                 # trusting the entry would fail every run from now on.
                 _evict(path)
             else:
+                if fresh:
+                    return lib, COMPILED
                 metrics.disk_cache_hits += 1
                 return lib, DISK
         path, build = self._compile(name, source, path)
@@ -301,30 +310,42 @@ class CCompiler:
         """Compile into a temp file in the cache folder, then rename: atomic for readers.
         Returns where the binary went (``so_path``, or its place in the private
         folder when the cache is read-only) and how it was built."""
+        return self._finish(self._start(name, source, so_path))
+
+    def _start(self, name: str, source: str, so_path: str) -> "_Job":
+        """Start the compiler on ``source`` (it runs while the caller goes on)."""
         c_path = self._write_source(name, source, os.path.basename(so_path))
         base = c_path[:-2]
-        so_path = base + ".so"
         tmp_so = f"{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp.so"
         cmd = self._compiler_argv() + ["-pipe"] + list(self.flags) + ["-o", tmp_so, c_path, "-lm"]
-        t0 = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True)
         except OSError as e:
             raise BackendError(f"the C compiler '{self.cc}' could not be run ({e}): "
                                f"{_INSTALL_HINT}.") from None
+        return _Job(name, c_path, tmp_so, cmd, proc, time.perf_counter())
+
+    def _finish(self, job: "_Job") -> tuple[str, _Build]:
+        """Wait for ``job``; store its binary in the cache (atomically) or raise."""
+        name, c_path, tmp_so, cmd = job.name, job.c_path, job.tmp_so, job.command
+        base = c_path[:-2]
+        so_path = base + ".so"
+        try:
+            _, stderr = job.proc.communicate()
         finally:
             metrics.compiles += 1
-            metrics.compile_time_s += time.perf_counter() - t0
-        if proc.returncode != 0:
+            metrics.compile_time_s += time.perf_counter() - job.t0
+        if job.proc.returncode != 0:
             cache.remove(tmp_so)
             if not self._openmp_works():
                 raise BackendError(
                     f"the C compiler '{self.cc}' cannot build OpenMP code (-fopenmp, omp.h, "
                     f"libgomp): {_INSTALL_HINT}.\nCompiler output for kernel '{name}':\n"
-                    f"{proc.stderr.strip()}")
+                    f"{stderr.strip()}")
             raise CompileError(
                 f"C kernel '{name}' failed to compile.\n  source: {c_path}\n"
-                f"  command: {shlex.join(cmd)}\n  compiler output:\n{proc.stderr.rstrip()}")
+                f"  command: {shlex.join(cmd)}\n  compiler output:\n{stderr.rstrip()}")
         try:
             os.chmod(tmp_so, 0o700)  # whatever the umask: never group/other-writable
             digest = cache.file_sha256(tmp_so)
@@ -337,7 +358,47 @@ class CCompiler:
             raise BackendError(f"lazyrt could not store C kernel '{name}' in its cache as "
                                f"{so_path}: {e}") from None
         self.folder.sweep_once()
-        return so_path, _Build(c_path, cmd, proc.stderr)
+        return so_path, _Build(c_path, cmd, stderr)
+
+    def compile_kernels(self, kernels) -> None:
+        """Compile the ``(symbol, source)`` kernels not yet in the cache, as many at
+        once as this machine has cores: a program's first compile then waits for
+        the slowest batch, not for the sum of its kernels (a cold transformer step
+        has dozens). What fails here is left alone: loading that kernel compiles it
+        again and raises there, with its name."""
+        pending, seen = [], set()
+        for symbol, source in kernels:
+            name, source = _position_free(symbol, source)
+            path = self.library_path(name, source)
+            if path in seen or (name, source) in self._by_source or path in _LOADED:
+                continue
+            seen.add(path)
+            pending.append((name, source, path))
+        if len(pending) < 2:
+            return  # one kernel compiles as fast when it is loaded
+        with _LOCK:
+            self.folder.ensure()
+            pending = [p for p in pending if not self._verified(p[2])]
+            width = max(1, min(len(pending), os.cpu_count() or 1))
+            running: list = []
+            for name, source, path in pending:
+                if len(running) >= width:
+                    self._settle(running.pop(0))
+                try:
+                    running.append((self._start(name, source, path), path, source))
+                except Exception:  # noqa: BLE001  the load raises it, with its context
+                    break
+            for job in running:
+                self._settle(job)
+
+    def _settle(self, running):
+        job, path, source = running
+        try:
+            so_path, build = self._finish(job)
+        except Exception:  # noqa: BLE001  see compile_kernels
+            return
+        self._logs[path] = build.log()
+        self._fresh.add(path)
 
     def _write_source(self, name: str, source: str, so_name: str) -> str:
         """Write the kernel's source where its binary will go; returns its path.
@@ -368,6 +429,16 @@ class CCompiler:
                     ok = subprocess.run(cmd, capture_output=True).returncode == 0
                 _OPENMP_WORKS[self.cc] = ok
             return _OPENMP_WORKS[self.cc]
+
+
+class _Job(NamedTuple):
+    """A compiler run started by :meth:`CCompiler._start`."""
+    name: str
+    c_path: str
+    tmp_so: str
+    command: list
+    proc: subprocess.Popen
+    t0: float
 
 
 class _Build(NamedTuple):
