@@ -219,6 +219,11 @@ class Replay:
         self.mutations = [m for m in mutations if m[0] not in in_place]
         self.in_place = [m for m in mutations if m[0] in in_place]
         self.programs = n_programs
+        n_args = min((k for k, v in enumerate(self.template) if v is not None),
+                     default=n_slots)  # the inputs' slots come first (placeholders)
+        direct = _direct(self, n_args)
+        if direct is not None:
+            self.run = direct
 
     def run(self, args):
         env = self.template[:]
@@ -231,3 +236,59 @@ class Replay:
             if env[slot].data_ptr() != args[i].data_ptr():
                 args[i].copy_(env[slot])
         return [env[v] if kind == "slot" else v for kind, v in self.outputs]
+
+
+def _direct(replay: Replay, n_args: int):
+    """``replay.run`` as one closure, for the common recording: a single program
+    that reads only the graph's inputs and constants, whose outputs (and the
+    inputs themselves) are the graph's outputs. It binds and runs the program
+    with no slot list, no step objects, no per-step calls: a small graph's call
+    costs what the program's own run does, plus the inputs' views. None where
+    the recording has anything else (eager calls, several programs, a watch)."""
+    if len(replay.steps) != 1 or type(replay.steps[0]) is not ProgramStep:
+        return None
+    step = replay.steps[0]
+    if step.checks or any(slot >= n_args for _, slot in step._slots):
+        return None
+    position = {slot: j for j, slot in enumerate(step.outputs)}
+    outputs = []  # per graph output: (output position or -1, input position or -1, value)
+    for kind, v in replay.outputs:
+        if kind != "slot":
+            outputs.append((-1, -1, v))
+        elif v in position:
+            outputs.append((position[v], -1, None))
+        elif v < n_args:
+            outputs.append((-1, v, None))
+        else:
+            return None
+    copies = [(i, position[slot]) for i, slot in replay.mutations if slot in position]
+    checked = [(i, position[slot]) for i, slot in replay.in_place if slot in position]
+    if len(copies) != len(replay.mutations) or len(checked) != len(replay.in_place):
+        return None
+    run_program, dead, constants = step.program.run, step.dead, step._constants
+    slots, seeds, kernels = step._slots, step._seeds, step.program.kernels
+    convert = [c for _, c in step.converters]
+    m, watched = metrics, debug_sink.watching
+    slow = replay.run
+
+    def run(args):
+        if runtime._watcher is not None or watched():
+            return slow(args)
+        params = constants[:]
+        for k, i in slots:
+            params[k] = host_array(args[i])
+        for k, generator in seeds:
+            params[k] = draw_seed(generator)
+        t0 = perf_counter()
+        results = run_program(params, None, dead) if dead else run_program(params)
+        m.execute_time_s += perf_counter() - t0
+        m.graphs_executed += 1
+        m.kernel_launches += kernels
+        made = [c(r) for c, r in zip(convert, results)]
+        for i, j in copies:
+            args[i].copy_(made[j])
+        for i, j in checked:
+            if made[j].data_ptr() != args[i].data_ptr():
+                args[i].copy_(made[j])
+        return [made[j] if j >= 0 else (args[i] if i >= 0 else v) for j, i, v in outputs]
+    return run
