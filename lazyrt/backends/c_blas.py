@@ -24,9 +24,11 @@ per host and set of libraries:
 * **measure**: a child process per candidate (NumPy's OpenBLAS file with the
   library's own pick, with the family of the other vector width this CPU can
   run, and MKL's sequential layer where MKL is installed) times single-threaded
-  sgemms and dgemms the way lazyrt calls them (one call per OpenMP thread): a
-  512^3 product, and runs of 96^3 ones in each of the four transpositions; two
-  alternating rounds, the best of each. For each kind of product
+  sgemms and dgemms the way lazyrt calls them (one call per OpenMP thread):
+  512^3 products, one of each transposition (MKL's lead over OpenBLAS on an
+  Intel Xeon was 1-4% where B is not transposed and 7-12% where it is), and
+  runs of 96^3 ones in each of the four transpositions; two alternating
+  rounds, the best of each. For each kind of product
   (:func:`product_kind`) the candidates are taken in order of preference
   (:data:`PREFERENCE`: NumPy's own instance, then a private copy of it, then
   MKL), and a later one wins only by :data:`MARGIN` or more over the one
@@ -98,8 +100,8 @@ _CHOICE_LOCK = threading.Lock()
 # Times single-threaded sgemms and dgemms in a child process: argv = library path,
 # sgemm and dgemm symbols, then OpenBLAS's corename symbol or "mkl" (set MKL's
 # sequential layer first); prints {"core": ..., "gflops": {kind: GF/s}} for the
-# kinds of KINDS: a 512^3 product, and 32 products of 96^3 per sample in each
-# transposition. For MKL, "core" is the lines of /proc/self/maps naming its libraries.
+# kinds of KINDS: four 512^3 products (one per transposition) per sample, and 32
+# products of 96^3 per sample in each transposition. For MKL, "core" is the lines of /proc/self/maps naming its libraries.
 _PROBE = r"""
 import ctypes, json, sys, time
 lib = ctypes.CDLL(sys.argv[1])
@@ -123,14 +125,15 @@ for suffix, name, real in (("", sys.argv[2], ctypes.c_float), (" f64", sys.argv[
     a, b, c = ((real * (n * n))(*([0.5] * (n * n))) for _ in range(3))
     base = [ctypes.addressof(x) for x in (a, b, c)]
     size = ctypes.sizeof(real)
-    def large():
-        gemm(101, 111, 111, n, n, n, 1.0, a, n, b, n, 0.0, c, n)
+    def large():  # one of each transposition: a training step has NN, NT and TN ones
+        for ta, tb in ((111, 111), (111, 112), (112, 111), (112, 112)):
+            gemm(101, ta, tb, n, n, n, 1.0, a, n, b, n, 0.0, c, n)
     def small(ta, tb):
         for i in range(32):
             off = size * s * s * (i % 8)  # eight products, each with operands of its own
             gemm(101, 112 if ta else 111, 112 if tb else 111, s, s, s, 1.0,
                  base[0] + off, s, base[1] + off, s, 0.0, base[2] + off, s)
-    out["large" + suffix] = gflops(large, 2 * n ** 3)
+    out["large" + suffix] = gflops(large, 4 * 2 * n ** 3)
     for ta in (0, 1):
         for tb in (0, 1):
             kind = "small " + "nt"[ta] + "nt"[tb] + suffix
@@ -198,8 +201,8 @@ def gemm_choice(numpy_blas) -> Optional[dict]:
 
 
 #: what each kind's measurement timed, for the reasons `lazyrt doctor` prints
-_PROBED = {f"{shape}{f64}": f"{'d' if f64 else 's'}gemm " + ("512^3" if shape == "large" else
-                                                              f"96^3 {shape[-2:].upper()}")
+_PROBED = {f"{shape}{f64}": f"{'d' if f64 else 's'}gemm " + (
+    "512^3 NN+NT+TN+TT" if shape == "large" else f"96^3 {shape[-2:].upper()}")
            for f64 in ("", " f64") for shape in _SHAPES}
 
 
