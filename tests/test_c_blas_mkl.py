@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 
@@ -288,9 +289,10 @@ def test_mkl_family_and_path_rules(tmp_path, monkeypatch):
     lib.mkdir()
     for name in ("libmkl_rt.so.2", "libmkl_rt.so.3", "libmkl_rt.so.3.bak"):
         (lib / name).write_bytes(b"")
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    monkeypatch.setattr(sys, "base_prefix", str(tmp_path))
+    none = str(tmp_path / "none")
+    monkeypatch.setattr(sys, "prefix", none)
+    monkeypatch.setattr(sys, "base_prefix", none)
+    monkeypatch.setattr(site, "getuserbase", lambda: str(tmp_path))  # pip install --user
     assert c_mkl.mkl_path() == str(lib / "libmkl_rt.so.3")  # the newest soname
-    monkeypatch.setattr(sys, "prefix", str(tmp_path / "none"))
-    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "none"))
+    monkeypatch.setattr(site, "getuserbase", lambda: none)
     assert c_mkl.mkl_path() is None

@@ -21,6 +21,7 @@ import ctypes
 import glob
 import os
 import re
+import site
 import sys
 import threading
 from typing import Optional
@@ -35,9 +36,10 @@ _LOCK = threading.Lock()
 
 
 def mkl_path() -> Optional[str]:
-    """The ``libmkl_rt.so.<N>`` this environment holds (the ``mkl`` wheel's), newest
-    soname first; None when MKL is not installed."""
-    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+    """The ``libmkl_rt.so.<N>`` this environment holds (the ``mkl`` wheel's: in the
+    environment's, the base Python's or the user's ``lib/``), the newest soname;
+    None when MKL is not installed."""
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, site.getuserbase())):
         found = glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so.*"))
         found = [p for p in found if p.rsplit(".so.", 1)[-1].isdigit()]
         if found:
