@@ -246,23 +246,29 @@ def _chosen(override: str, numpy_blas, library: str = "") -> dict:
     chosen = {}
     for kind in KINDS:
         speeds = {c: measured[kind][other if c == "other" else c] for c in order}
-        numbers = " vs ".join(f"{names[c]} {speeds[c]:.0f}" if speeds[c] > 0 else
-                              f"{names[c]} (did not run)" for c in reversed(order))
-        numbers += f" GF/s per core ({_PROBED[kind]})"
-        left, failed = list(order), []
-        while True:
-            pick = _winner(speeds, left)
-            got = instance(pick)
-            if not isinstance(got, OSError):
-                break
-            failed.append(f"{names[pick]} won, but failed to load ({got})")
-            left.remove(pick)
-        why = ("OpenBLAS's own pick, measured: " if pick == "" else
-               "measured faster here: ") + numbers + "".join(f"; {f}" for f in failed)
-        if not mkl:
-            why += f"; {no_mkl}"
+        got, why = _pick(speeds, order, instance, names, _PROBED[kind])
+        why += "" if mkl else f", {no_mkl}"
         chosen[kind] = replace(got, why=why)
     return chosen
+
+
+def _pick(speeds: dict, order: list, instance, names: dict, probed: str):
+    """(GemmLibrary, why) of the measured winner (:func:`_winner`) among the
+    candidates of ``order`` that load (``instance(candidate)``: a GemmLibrary or
+    the OSError that kept it from loading); NumPy's instance, first, always loads."""
+    numbers = " vs ".join(f"{names[c]} {speeds[c]:.0f}" if speeds[c] > 0 else
+                          f"{names[c]} (did not run)" for c in reversed(order))
+    numbers += f" GF/s per core ({probed})"
+    left, failed = list(order), ""
+    while True:
+        pick = _winner(speeds, left)
+        got = instance(pick)
+        if not isinstance(got, OSError):
+            break
+        failed += f", {names[pick]} won, but failed to load ({got})"
+        left.remove(pick)
+    head = "OpenBLAS's own pick, measured: " if pick == "" else "measured faster here: "
+    return got, head + numbers + failed
 
 
 def _winner(speeds: dict, order: list) -> str:
