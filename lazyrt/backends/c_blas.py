@@ -160,9 +160,9 @@ def product_kind(m: int, n: int, k: int, a_transposed: bool, b_transposed: bool,
 
 @dataclass(frozen=True)
 class GemmLibrary:
-    """What ``lz_gemm`` calls: sgemm and dgemm addresses, and OpenBLAS's thread
-    count getter and setter (0 for a private single-threaded instance, whose
-    count never changes)."""
+    """What ``lz_gemm`` calls: sgemm and dgemm addresses, and NumPy's OpenBLAS
+    thread count getter and setter (0 for a private single-threaded instance, a
+    copy of OpenBLAS or MKL's sequential layer, whose count never changes)."""
     sgemm: int
     dgemm: int
     get_threads: int
