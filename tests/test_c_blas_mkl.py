@@ -180,6 +180,7 @@ def test_missing_mkl_keeps_openblas_and_doctor_says_why(fresh, monkeypatch):
     for chosen in c_blas.gemm_choice(fresh).values():
         assert chosen.blas == "OpenBLAS" and chosen.sgemm == fresh[1]
     status, detail = machine._check_blas()
+    assert status == machine.WARN, detail  # asked for, not given
     assert "$LAZYRT_BLAS=mkl, but no MKL is installed" in detail, detail
 
 

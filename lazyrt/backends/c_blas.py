@@ -174,6 +174,7 @@ class GemmLibrary:
     why: str = ""                         # how it was chosen, for `lazyrt doctor`
     blas: str = "OpenBLAS"                # or "MKL"
     version: str = ""                     # MKL's (2026.2)
+    fallback: bool = False                # what won or was asked for did not load or run
 
 
 def gemm_library(numpy_blas, kind: str = "large") -> Optional[GemmLibrary]:
@@ -232,7 +233,8 @@ def _chosen(override: str, numpy_blas, library: str = "") -> dict:
     try:
         measured = _measured(lib, other, mkl)
     except (OSError, ValueError, subprocess.SubprocessError) as e:
-        return every(replace(own, why=f"OpenBLAS's own pick (measuring failed: {e})"))
+        return every(replace(own, why=f"OpenBLAS's own pick (measuring failed: {e})",
+                             fallback=True))
     names = {"": own.core, "other": other, "mkl": "MKL"}
     order = [c for c in PREFERENCE if c == "" or (c == "other" and other) or
              (c == "mkl" and mkl)]
@@ -247,8 +249,8 @@ def _chosen(override: str, numpy_blas, library: str = "") -> dict:
     for kind in KINDS:
         speeds = {c: measured[kind][other if c == "other" else c] for c in order}
         got, why = _pick(speeds, order, instance, names, _PROBED[kind])
-        why += "" if mkl else f", {no_mkl}"
-        chosen[kind] = replace(got, why=why)
+        chosen[kind] = replace(got, why=why + ("" if mkl else f", {no_mkl}"),
+                               fallback=got is not instance(_winner(speeds, order)))
     return chosen
 
 
@@ -335,7 +337,7 @@ def _private_or(own: GemmLibrary, private, why: str) -> GemmLibrary:
     """``private`` (from :func:`_private`) chosen for ``why``, else NumPy's instance."""
     if isinstance(private, OSError):
         return replace(own, why=f"{why}, but its private copy failed to load ({private}): "
-                                "NumPy's instance")
+                                "NumPy's instance", fallback=True)
     return replace(private, why=why)
 
 
@@ -353,11 +355,11 @@ def _forced_mkl(own: GemmLibrary, mkl: Optional[str]) -> GemmLibrary:
     """MKL for ``$LAZYRT_BLAS=mkl``, else NumPy's instance saying why not."""
     if mkl is None:
         return replace(own, why="$LAZYRT_BLAS=mkl, but no MKL is installed (pip install mkl): "
-                                "NumPy's instance")
+                                "NumPy's instance", fallback=True)
     got = _mkl_instance(mkl)
     if isinstance(got, OSError):
         return replace(own, why=f"$LAZYRT_BLAS=mkl, but MKL failed to load ({got}): "
-                                "NumPy's instance")
+                                "NumPy's instance", fallback=True)
     return replace(got, why="$LAZYRT_BLAS=mkl")
 
 
