@@ -101,7 +101,8 @@ _CHOICE_LOCK = threading.Lock()
 # sgemm and dgemm symbols, then OpenBLAS's corename symbol or "mkl" (set MKL's
 # sequential layer first); prints {"core": ..., "gflops": {kind: GF/s}} for the
 # kinds of KINDS: four 512^3 products (one per transposition) per sample, and 32
-# products of 96^3 per sample in each transposition. For MKL, "core" is the lines of /proc/self/maps naming its libraries.
+# products of 96^3 per sample in each transposition. For MKL, "core" is the lines
+# of /proc/self/maps naming its libraries (c_mkl.family_from_maps reads them).
 _PROBE = r"""
 import ctypes, json, sys, time
 lib = ctypes.CDLL(sys.argv[1])
@@ -118,7 +119,8 @@ def gflops(run, flops):
         t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
     return flops / sorted(times)[4] / 1e9
 out = {}
-for suffix, name, real in (("", sys.argv[2], ctypes.c_float), (" f64", sys.argv[3], ctypes.c_double)):
+for suffix, name, real in (("", sys.argv[2], ctypes.c_float),
+                           (" f64", sys.argv[3], ctypes.c_double)):
     gemm = getattr(lib, name)
     gemm.argtypes = [ctypes.c_int] * 3 + [i64] * 3 + [real, ptr, i64, ptr, i64, real, ptr, i64]
     gemm.restype = None
