@@ -131,7 +131,7 @@ def test_mkl_wins_a_kind_only_by_the_margin(fresh, monkeypatch, speeds, winner):
     else:
         assert chosen.blas == "OpenBLAS" and not chosen.private
     assert f"MKL {speeds[2]:.0f} vs" in chosen.why or "MKL (did not run)" in chosen.why
-    assert "sgemm 512^3" in chosen.why
+    assert c_blas._PROBED["large"] in chosen.why
 
 
 @needs_mkl
@@ -232,7 +232,7 @@ def test_the_measurement_with_mkl_is_made_once_and_remembered(fresh, monkeypatch
     assert c_blas._measured(lib, "Other", mkl) == measured
 
 
-def test_the_remembered_choice_covers_the_mkl_file(tmp_path):
+def test_the_remembered_choice_covers_the_mkl_file_and_the_probe(tmp_path, monkeypatch):
     openblas = c_gemm.numpy_openblas()[0]._name
     fake = tmp_path / "libmkl_rt.so.3"
     fake.write_bytes(b"x")
@@ -240,6 +240,9 @@ def test_the_remembered_choice_covers_the_mkl_file(tmp_path):
     assert with_mkl != c_blas._library_key(openblas)
     os.utime(fake, ns=(1, 2))  # a reinstalled MKL: measured again
     assert c_blas._library_key(openblas, str(fake)) != with_mkl
+    again = c_blas._library_key(openblas, str(fake))
+    monkeypatch.setattr(c_blas, "_PROBE", c_blas._PROBE.replace("384", "256"))
+    assert c_blas._library_key(openblas, str(fake)) != again  # other products timed
 
 
 @needs_mkl

@@ -25,10 +25,12 @@ per host and set of libraries:
   library's own pick, with the family of the other vector width this CPU can
   run, and MKL's sequential layer where MKL is installed) times single-threaded
   sgemms and dgemms the way lazyrt calls them (one call per OpenMP thread):
-  512^3 products, one of each transposition (MKL's lead over OpenBLAS on an
-  Intel Xeon was 1-4% where B is not transposed and 7-12% where it is), and
-  runs of 96^3 ones in each of the four transpositions; two alternating
-  rounds, the best of each. For each kind of product
+  384^3 products, one of each transposition, and runs of 96^3 ones in each of
+  the four transpositions; two alternating rounds, the best of each. 384^3 is
+  the size of the slices lazyrt's threads run of the benchmark MLP's products
+  (256x784x256, 392x256x512 on two threads), where MKL led OpenBLAS on an
+  Intel Xeon by 3-6% without B transposed and 7-13% with it; at 512^3 it led
+  by 3-5%, inside the measurement's noise. For each kind of product
   (:func:`product_kind`) the candidates are taken in order of preference
   (:data:`PREFERENCE`: NumPy's own instance, then a private copy of it, then
   MKL), and a later one wins only by :data:`MARGIN` or more over the one
@@ -100,7 +102,7 @@ _CHOICE_LOCK = threading.Lock()
 # Times single-threaded sgemms and dgemms in a child process: argv = library path,
 # sgemm and dgemm symbols, then OpenBLAS's corename symbol or "mkl" (set MKL's
 # sequential layer first); prints {"core": ..., "gflops": {kind: GF/s}} for the
-# kinds of KINDS: four 512^3 products (one per transposition) per sample, and 32
+# kinds of KINDS: four 384^3 products (one per transposition) per sample, and 32
 # products of 96^3 per sample in each transposition. For MKL, "core" is the lines
 # of /proc/self/maps naming its libraries (c_mkl.family_from_maps reads them).
 _PROBE = r"""
@@ -110,7 +112,7 @@ family = sys.argv[4]
 if family == "mkl" and lib.MKL_Set_Threading_Layer(1) != 1:
     sys.exit("MKL refused its sequential threading layer")
 i64, ptr = ctypes.c_int64, ctypes.c_void_p
-n, s = 512, 96  # 96^3 < SMALL_MNK; big enough that ctypes' call overhead is a few percent
+n, s = 384, 96  # 96^3 < SMALL_MNK; big enough that ctypes' call overhead is a few percent
 def gflops(run, flops):
     for _ in range(3):
         run()
@@ -205,7 +207,7 @@ def gemm_choice(numpy_blas) -> Optional[dict]:
 
 #: what each kind's measurement timed, for the reasons `lazyrt doctor` prints
 _PROBED = {f"{shape}{f64}": f"{'d' if f64 else 's'}gemm " + (
-    "512^3 NN+NT+TN+TT" if shape == "large" else f"96^3 {shape[-2:].upper()}")
+    "384^3 NN+NT+TN+TT" if shape == "large" else f"96^3 {shape[-2:].upper()}")
            for f64 in ("", " f64") for shape in _SHAPES}
 
 
@@ -376,9 +378,11 @@ def _file_ident(path: str) -> str:
 
 
 def _library_key(path: str, mkl: Optional[str] = None) -> str:
-    """The library files (OpenBLAS's, and MKL's where present) and this host's CPU,
-    hashed: what a measurement holds for."""
-    ident = _file_ident(path) + (f"\0{_file_ident(mkl)}" if mkl else "") + f"\0{_host_cpu()}"
+    """The library files (OpenBLAS's, and MKL's where present), this host's CPU and
+    the probe's text, hashed: what a measurement holds for (a lazyrt that times
+    other products measures again)."""
+    ident = _file_ident(path) + (f"\0{_file_ident(mkl)}" if mkl else "") + \
+        f"\0{_host_cpu()}\0{_PROBE}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
