@@ -26,17 +26,19 @@ per host and set of libraries:
   run, and MKL's sequential layer where MKL is installed) times single-threaded
   sgemms and dgemms the way lazyrt calls them (one call per OpenMP thread):
   384^3 products, one of each transposition, and runs of 96^3 ones in each of
-  the four transpositions; two alternating rounds, the best of each. 384^3 is
-  the size of the slices lazyrt's threads run of the benchmark MLP's products
-  (256x784x256, 392x256x512 on two threads), where MKL led OpenBLAS on an
-  Intel Xeon by 3-6% without B transposed and 7-13% with it; at 512^3 it led
-  by 3-5%, inside the measurement's noise. For each kind of product
+  the four transpositions; each the fastest of nine samples (other processes
+  only ever add time: medians moved with a shared machine's load, and the
+  choice flipped between runs), two alternating rounds, the best of each.
+  384^3 is about the size of the slices lazyrt's threads run of the benchmark
+  MLP's products (256x784x256, 392x256x512 on two threads), where MKL led
+  OpenBLAS on an Intel Xeon by 3-6% without B transposed and 7-13% with it;
+  at 512^3 its lead was inside the noise. For each kind of product
   (:func:`product_kind`) the candidates are taken in order of preference
   (:data:`PREFERENCE`: NumPy's own instance, then a private copy of it, then
   MKL), and a later one wins only by :data:`MARGIN` or more over the one
   chosen so far.
 * **remember** the outcome in ``<cache>/blas/`` (keyed by the CPU model and
-  flags and the library files), so every process on the host makes the same
+  flags, the library files and the probe), so every process on the host makes the same
   choice and measures nothing.
 * **load**: when the other family won, a byte-for-byte copy of the library in
   ``<cache>/blas/`` (the loader would hand back NumPy's instance for the same
@@ -119,7 +121,7 @@ def gflops(run, flops):
     times = []
     for _ in range(9):
         t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
-    return flops / sorted(times)[4] / 1e9
+    return flops / min(times) / 1e9  # noise (other processes) only ever adds time
 out = {}
 for suffix, name, real in (("", sys.argv[2], ctypes.c_float),
                            (" f64", sys.argv[3], ctypes.c_double)):
