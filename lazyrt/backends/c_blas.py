@@ -38,8 +38,8 @@ per host and set of libraries:
   MKL), and a later one wins only by :data:`MARGIN` or more over the one
   chosen so far.
 * **remember** the outcome in ``<cache>/blas/`` (keyed by the CPU model and
-  flags, the library files and the probe), so every process on the host makes the same
-  choice and measures nothing.
+  flags, the library files and the probe), so every process on the host makes
+  the same choice and measures nothing.
 * **load**: when the other family won, a byte-for-byte copy of the library in
   ``<cache>/blas/`` (the loader would hand back NumPy's instance for the same
   file) is loaded with that family and one thread; when MKL won, MKL with its
