@@ -16,6 +16,10 @@ VERSION = re.search(r'^__version__ = "([^"]+)"$',
                     Path(__file__).with_name("lazyrt").joinpath("_version.py").read_text(),
                     re.M).group(1)
 
+# Intel MKL, a BLAS the C backend measures against NumPy's OpenBLAS and calls where it
+# is faster (lazyrt/backends/c_mkl.py): optional, a large download, x86-64 Linux wheels
+MKL = 'mkl; platform_machine == "x86_64" and sys_platform == "linux"'
+
 extensions = [
     Extension(
         "lazyrt._recorder",
@@ -78,8 +82,10 @@ setup(
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6.80", "scipy", "triton>=3.2",
                  "array-api-compat", "array-api-strict", "scikit-learn",
                  "expecttest",  # torch's OpInfo database (tests/test_torch_opinfo.py) imports it
-                 "jax[cpu]"],
+                 "jax[cpu]",
+                 MKL],  # so the tests run the C backend's matmuls through MKL too
         "torch": ["torch"],
+        "mkl": [MKL],
         "jax": ["jax[cpu]"],
         "bench": ["jax[cpu]", "matplotlib"],
     },

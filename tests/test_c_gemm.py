@@ -1,9 +1,10 @@
 """The c backend's matmul: OpenBLAS called once per lazyrt OpenMP thread
 (lazyrt.backends.c_gemm), checked against NumPy on the shapes, views and dtypes
 that take that path, the ones that fall back to ``np.matmul``, and OpenBLAS's
-thread count, which must come back as it was; through both instances it may
-call (NumPy's own, and a private copy running the other kernel family), and
-how lazyrt.backends.c_blas chooses between them."""
+thread count, which must come back as it was; through every instance it may
+call (NumPy's own, a private copy running the other kernel family, MKL where
+installed), and how lazyrt.backends.c_blas chooses between OpenBLAS's families
+(MKL's part of the choice: tests/test_c_blas_mkl.py)."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import lazyrt as lr
-from lazyrt.backends import c_blas, c_gemm
+from lazyrt.backends import c_blas, c_gemm, c_mkl
 from lazyrt.runtime import program_cache
 
 pytestmark = [
@@ -24,12 +25,19 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(params=["numpy", "private"])
+@pytest.fixture(params=["numpy", "private", "mkl"])
 def blas_instance(request, monkeypatch):
     """Run the test through NumPy's OpenBLAS instance, then through a private
-    copy running the other kernel family this CPU can run (skipped where none)."""
+    copy running the other kernel family this CPU can run (skipped where none),
+    then through MKL (skipped where it is not installed)."""
+    monkeypatch.delenv("LAZYRT_BLAS", raising=False)
+    monkeypatch.delenv("LAZYRT_BLAS_CORETYPE", raising=False)
     if request.param == "numpy":
         monkeypatch.setenv("LAZYRT_BLAS_CORETYPE", "numpy")
+    elif request.param == "mkl":
+        if c_mkl.mkl_path() is None:
+            pytest.skip("MKL is not installed (pip install mkl)")
+        monkeypatch.setenv("LAZYRT_BLAS", "mkl")
     else:
         own = c_blas._numpy_instance(c_gemm.numpy_openblas())
         other = c_blas.other_family(own.core, c_blas.cpu_flags())
@@ -37,7 +45,8 @@ def blas_instance(request, monkeypatch):
             pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
         monkeypatch.setenv("LAZYRT_BLAS_CORETYPE", other)
     chosen = c_blas.gemm_library(c_gemm.numpy_openblas())
-    assert chosen.private == (request.param == "private"), chosen.why
+    assert chosen.private == (request.param != "numpy"), chosen.why
+    assert (chosen.blas == "MKL") == (request.param == "mkl"), chosen.why
     program_cache.clear()  # compiled launches hold the library's addresses
     yield chosen
     program_cache.clear()
@@ -201,8 +210,11 @@ def test_other_family_is_the_other_vector_width():
 
 @pytest.fixture
 def fresh_choice(tmp_path, monkeypatch):
-    """An empty cache and no override: what a first process on a host sees."""
+    """An empty cache, no override and no MKL: what a first process on a host
+    without MKL sees."""
     monkeypatch.setenv("LAZYRT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(c_mkl, "mkl_path", lambda: None)
+    monkeypatch.delenv("LAZYRT_BLAS", raising=False)
     monkeypatch.delenv("LAZYRT_BLAS_CORETYPE", raising=False)
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     return c_blas._chosen.__wrapped__, c_gemm.numpy_openblas()
@@ -256,7 +268,7 @@ def test_the_other_family_must_win_by_the_margin(fresh_choice, monkeypatch, spee
     other = c_blas.other_family(own.core, c_blas.cpu_flags())
     if other is None:
         pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
-    monkeypatch.setattr(c_blas, "_measured", lambda lib, o: dict.fromkeys(
+    monkeypatch.setattr(c_blas, "_measured", lambda lib, o, mkl: dict.fromkeys(
         c_blas.KINDS, {"": speeds[0], o: speeds[1]}))
     chosen = choose("", blas)["large"]
     assert chosen.private == private, chosen.why
@@ -275,7 +287,7 @@ def test_each_kind_of_product_calls_the_instance_measured_faster_for_it(fresh_ch
     if other is None:
         pytest.skip(f"OpenBLAS runs {own.core} here and no other kernel family")
     faster_other = {"large", "small nt", "small tt"}  # mixed, both ways
-    monkeypatch.setattr(c_blas, "_measured", lambda lib, o: {
+    monkeypatch.setattr(c_blas, "_measured", lambda lib, o, mkl: {
         kind: {"": 100.0, o: 120.0 if kind in faster_other else 80.0} for kind in c_blas.KINDS})
     used = []
     real = c_gemm.gemm_library
@@ -309,7 +321,7 @@ def test_each_kind_of_product_calls_the_instance_measured_faster_for_it(fresh_ch
 def test_a_real_probe_runs_the_family_it_asked_for(fresh_choice):
     _, blas = fresh_choice
     own = c_blas._numpy_instance(blas)
-    symbols = (c_blas.symbol(blas[0], "cblas_sgemm"),
+    symbols = (c_blas.symbol(blas[0], "cblas_sgemm"), c_blas.symbol(blas[0], "cblas_dgemm"),
                c_blas.symbol(blas[0], "openblas_get_corename"))
     speeds = c_blas._probe(blas[0]._name, "", symbols)
     assert set(speeds) == set(c_blas.KINDS)

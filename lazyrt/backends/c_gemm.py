@@ -1,4 +1,4 @@
-"""Matmul for the C backend: OpenBLAS, run on lazyrt's OpenMP threads.
+"""Matmul for the C backend: OpenBLAS (or MKL), run on lazyrt's OpenMP threads.
 
 Why not just ``np.matmul``: OpenBLAS keeps its own worker threads, and after a
 call they spin for a while waiting for the next one. On a 2-core machine the
@@ -12,10 +12,11 @@ stride, leading dimension at least the row length) becomes a C launch that
 runs one single-threaded sgemm/dgemm per OpenMP thread over a slice of the
 rows (or columns, when there are more of them).
 
-Which OpenBLAS: :mod:`.c_blas` measures, once per host, NumPy's instance
-against a private copy of the same library running the kernel family of the
-other vector width, for large products and for small ones of each
-transposition, and each launch calls the faster for its product. A private copy is
+Which BLAS: :mod:`.c_blas` measures, once per host, NumPy's instance against a
+private copy of the same library running the kernel family of the other vector
+width, and against MKL's sequential layer where MKL is installed, for large
+products and for small ones of each transposition, float32 and float64, and
+each launch calls the fastest for its product. A private copy and MKL are
 single-threaded from the start. NumPy's instance is set to one thread under a
 process-wide lock while any launch runs, and its thread count comes back when
 the last concurrent caller leaves: meanwhile NumPy matmuls in *other* Python
@@ -132,7 +133,8 @@ def gemm_args(step, buffers):
     pa, pb = _blas_operand(_matrix(a)), _blas_operand(_matrix(b))
     if pa is None or pb is None or a_strides is None or b_strides is None:
         return None
-    blas = gemm_library(numpy_openblas(), product_kind(m, n, k, pa[1], pb[1]))
+    blas = gemm_library(numpy_openblas(), product_kind(m, n, k, pa[1], pb[1],
+                                                   out.dtype == D.FLOAT64))
     if blas is None:
         return None
     if 0 in batch:

@@ -136,23 +136,37 @@ def _check_vectors():
 def _check_blas():
     from ..backends.c_blas import KINDS, SMALL_MNK, gemm_choice
     from ..backends.c_gemm import numpy_openblas
+    from ..errors import BackendError
     found = numpy_openblas()
     if found is None:
         return WARN, "NumPy's OpenBLAS (ILP64) not found: matmul goes through np.matmul"
-    choice = gemm_choice(found)
+    try:
+        choice = gemm_choice(found)
+    except BackendError as e:  # $LAZYRT_BLAS set to something lazyrt does not call
+        return FAIL, str(e)
 
     def which(chosen):
-        return ("a private single-threaded copy of NumPy's OpenBLAS" if chosen.private else
-                "NumPy's OpenBLAS") + f", {chosen.core} kernels ({chosen.why})"
-    large = choice["large"]
-    parts = [f"large products: {which(large)}: {large.path}"]
-    small = KINDS[1:]
-    if all(choice[kind] == large for kind in small):
-        parts.append(f"small products (M*N*K <= {SMALL_MNK:,}): the same")
+        if chosen.blas == "MKL":
+            name = f"MKL {chosen.version} {chosen.core}, sequential"
+        else:
+            name = f"OpenBLAS {chosen.core}, " + ("a private single-threaded copy"
+                                                  if chosen.private else "NumPy's instance")
+        return f"{name} ({chosen.why})"
+
+    def products(kind):
+        shape = kind.removesuffix(" f64")
+        size = "large" if shape == "large" else f"small {shape[-2:].upper()}"
+        return f"{'float64' if kind.endswith(' f64') else 'float32'} {size}"
+    first = choice[KINDS[0]]
+    if all(choice[kind] == first for kind in KINDS):
+        parts = [f"every product: {which(first)}"]
     else:
-        parts += [f"small {kind[-2:].upper()} products (M*N*K <= {SMALL_MNK:,}): "
-                  f"{which(choice[kind])}" for kind in small]
-    return PASS, "; ".join(parts)
+        parts = [f"{products(kind)}: {which(choice[kind])}" for kind in KINDS]
+    parts.append(f"small: M*N*K <= {SMALL_MNK:,}; from "
+                 + ", ".join(dict.fromkeys(chosen.path for chosen in choice.values())))
+    # a library that won or was asked for did not load, or the measurement failed
+    fallback = any(chosen.fallback for chosen in choice.values())
+    return (WARN if fallback else PASS), "; ".join(parts)
 
 
 def _gpu_present() -> bool:
