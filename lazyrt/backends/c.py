@@ -33,14 +33,17 @@ from .c_gemm import GEMM_SOURCE, gemm_args
 
 
 def _strided(arr, view):
-    """``view`` (a planner Strided) of the flat buffer behind ``arr``."""
+    """``view`` (a planner Strided) of the flat buffer behind ``arr``, writable as
+    ``arr`` is (an output's own buffer: the torch.compile replay hands it to torch
+    as it is; the lazy front-end's binding makes every result read-only)."""
     flat = arr.reshape(-1)
     item = arr.itemsize
     if not flat.size and not view.shape:
         return flat.reshape(())
     start = flat[view.offset:] if flat.size else flat
     return np.lib.stride_tricks.as_strided(
-        start, view.shape, tuple(s * item for s in view.strides), writeable=False)
+        start, view.shape, tuple(s * item for s in view.strides),
+        writeable=bool(arr.flags.writeable))
 
 
 class _Matmul:
