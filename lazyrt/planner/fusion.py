@@ -202,13 +202,21 @@ class _Planner:
         layer is ``(x^T @ grad)^T``, and AdamW then read it with a stride per
         element (0.53 ms for 784x512 float32 where a contiguous read takes ~0.3).
         The product may be an output too (torch's functionalization keeps a view's
-        base alive): it is then returned as a strided view of the buffer."""
+        base alive): it is then returned as a strided view of the buffer. A
+        transpose read only by a transpose back (``t(t(mm))``: an AOT backward's
+        weight gradient, an output) reads the product as it is: it stays contiguous,
+        as the gradient's parameter is (autograd copies a gradient whose strides
+        differ from its parameter's)."""
         n = self.nodes[i]
         if n.op.kind != ops.MATMUL or len(n.shape) < 2 or not self.consumers[i]:
             return False
         swap = S.swap_last(len(n.shape))
-        return all(self.nodes[c].op.name == "permute" and tuple(self.nodes[c].attrs[0]) == swap
-                   for c in self.consumers[i])
+
+        def is_swap(c):
+            return self.nodes[c].op.name == "permute" and tuple(self.nodes[c].attrs[0]) == swap
+        return all(is_swap(c) for c in self.consumers[i]) and any(
+            c in self.outputs or not self.consumers[c] or
+            not all(is_swap(d) for d in self.consumers[c]) for c in self.consumers[i])
 
     # -- helpers --
     def layout(self, i) -> S.Strided:
