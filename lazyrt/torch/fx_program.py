@@ -120,18 +120,14 @@ def _cast_only(n):
         device is None or torch.device(device).type == "cpu")
 
 
-def _views_an_input(node) -> bool:
-    """Whether FX ``node`` is a chain of view ops (their result aliases their first
-    argument, by the schema) over a placeholder: its value shares the input's
-    memory in eager too."""
-    while node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-        returns = node.target._schema.returns
-        alias = returns[0].alias_info if len(returns) == 1 else None
-        if alias is None or alias.is_write or not node.args or \
-                not isinstance(node.args[0], torch.fx.Node):
-            return False
-        node = node.args[0]
-    return node.op == "placeholder"
+def _is_view(node) -> bool:
+    """Whether FX ``node`` is a view op (its schema's result aliases its first
+    argument): its value shares its base's memory in eager too."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    returns = node.target._schema.returns
+    alias = returns[0].alias_info if len(returns) == 1 else None
+    return alias is not None and not alias.is_write
 
 
 def _is_tensor(x):
@@ -349,10 +345,10 @@ class _Recording:
                   if type(src) is int and k not in step.dead]
         # an output over an input's memory, or over an earlier output's (y and y.clone()
         # are one value to lazyrt), is copied: a graph's outputs alias only as eager's do.
-        # A view of an input in the graph too (a weight's transpose saved for the
-        # backward) may stay one
+        # A view in the graph too (a weight's transpose, a detached activation saved for
+        # the backward) shares its base's memory in eager as well: it may stay one
         step.converters = [(slot, result_converter(
-            r, () if _views_an_input(self.nodes[slot]) else inputs + list(results[:j])))
+            r, () if _is_view(self.nodes[slot]) else inputs + list(results[:j])))
             for j, (slot, r) in enumerate(zip(slots, results))]
         for slot, r in zip(slots, results):
             self.real[self.nodes[slot]] = torch_of(r)
