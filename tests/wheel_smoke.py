@@ -5,7 +5,7 @@ dependencies (torch, numpy, rich), from a folder outside the checkout.
 It checks that ``lazyrt`` comes from that environment (not the checkout), that
 the native API computes on the ``c`` backend, that ``lazyrt.torch`` runs a
 training step of a tiny model on lazy tensors as eager does, and that
-``lazyrt doctor`` passes. Not a pytest module (pytest collects ``test_*.py``).
+``torch.compile(backend="lazyrt")`` finds lazyrt by name, and ``lazyrt doctor`` passes. Not a pytest module (pytest collects ``test_*.py``).
 """
 from __future__ import annotations
 
@@ -72,6 +72,21 @@ def check_a_torch_training_step():
     print("lazyrt.torch training step: ok")
 
 
+def check_torch_compile_finds_lazyrt_by_name():
+    """``backend="lazyrt"`` through the wheel's ``torch_dynamo_backends`` entry
+    point, in a process that never imported lazyrt."""
+    code = (
+        "import sys, torch\n"
+        "f = torch.compile(lambda x: (x * 2 + 1).relu().sum(), backend='lazyrt')\n"
+        "assert 'lazyrt' not in sys.modules\n"
+        "v = f(torch.arange(-2.0, 3.0)).item()\n"
+        "assert v == 9.0 and 'lazyrt.torch.dynamo' in sys.modules, v\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print("torch.compile(backend='lazyrt') by name: ok")
+
+
 def check_doctor():
     lazyrt_cmd = os.path.join(os.path.dirname(sys.executable), "lazyrt")
     done = subprocess.run([lazyrt_cmd, "doctor"], capture_output=True, text=True, timeout=300)
@@ -84,5 +99,6 @@ if __name__ == "__main__":
     check_the_package_is_the_installed_one()
     check_the_native_api_on_c()
     check_a_torch_training_step()
+    check_torch_compile_finds_lazyrt_by_name()
     check_doctor()
     print("wheel smoke test: ok")
