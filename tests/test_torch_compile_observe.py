@@ -55,3 +55,13 @@ def test_an_eager_node_warns_once_at_the_user_line(monkeypatch):
     assert len(ours) == 1 and ours[0].lineno == line, [(w.filename, w.lineno) for w in ours]
     after = lr.metrics.snapshot()["fallbacks"]["aten.special_bessel_j0.default"]
     assert after - before == 3  # counted on every call, the recording's included
+
+
+def test_allow_eager_false_names_the_op_its_node_and_line():
+    def f(x):
+        return torch.special.bessel_j0(x) * 2  # no lazyrt lowering
+    line = f.__code__.co_firstlineno + 1
+    compiled = torch.compile(f, backend=lt.backend("numpy", allow_eager=False))
+    with pytest.raises(Exception, match=rf"special_bessel_j0.*FX node .*"
+                                        rf"test_torch_compile_observe.py:{line}.*allow_eager"):
+        compiled(torch.randn(3))

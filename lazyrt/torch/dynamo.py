@@ -63,7 +63,7 @@ class CompiledGraph:
     """One AOTAutograd graph (forward, backward or inference), recorded on its
     first call per signature and replayed after (boxed: called with a list)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, device):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, device, allow_eager=True):
         off = sorted({str(a.device) for a in example_inputs
                       if isinstance(a, torch.Tensor) and a.device.type != "cpu"})
         if off:
@@ -73,6 +73,7 @@ class CompiledGraph:
                 f"the model and inputs to the CPU, or use another torch.compile backend")
         self.gm = gm
         self.device = device
+        self.allow_eager = allow_eager
         # Dynamo's guards fix every shape of a static graph; a dynamic one has
         # integer (SymInt) inputs or symbolic sizes, and is specialized per signature
         self.dynamic = any(not isinstance(a, torch.Tensor) or any(
@@ -91,7 +92,7 @@ class CompiledGraph:
             return replay.run(args)
         name = self.device or runtime.default_backend_name()
         runtime.sync()  # pending lazy tensors stay out of this graph's programs
-        replay, out = record(self.gm, args, name)
+        replay, out = record(self.gm, args, name, self.allow_eager)
         self.replays[key] = replay
         if not self.dynamic:
             self.static = replay
@@ -101,10 +102,11 @@ class CompiledGraph:
 class LazyrtBackend:
     """A ``torch.compile`` backend: AOTAutograd around :class:`CompiledGraph`."""
 
-    def __init__(self, device=None):
+    def __init__(self, device=None, allow_eager=True):
         if device is not None:
             backends.get(device)  # fail now, naming why it is unusable
         self.device = device
+        self.allow_eager = allow_eager
         compiler = self._compile
         self._aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                                  inference_compiler=compiler,
@@ -113,7 +115,7 @@ class LazyrtBackend:
                                  keep_inference_input_mutations=True)
 
     def _compile(self, gm, example_inputs):
-        compiled = CompiledGraph(gm, example_inputs, self.device)
+        compiled = CompiledGraph(gm, example_inputs, self.device, self.allow_eager)
         compiled._boxed_call = True  # AOTAutograd hands it the list of inputs as it is
         return compiled
 
@@ -125,19 +127,22 @@ class LazyrtBackend:
             return self._aot(gm, example_inputs, **kwargs)
 
     def __repr__(self):
-        return f"lazyrt.torch.backend(device={self.device!r})"
+        return f"lazyrt.torch.backend(device={self.device!r}, allow_eager={self.allow_eager})"
 
 
-def backend(device: str | None = None) -> LazyrtBackend:
+def backend(device: str | None = None, *, allow_eager: bool = True) -> LazyrtBackend:
     """A ``torch.compile`` backend running on lazyrt backend ``device`` (``"c"``,
     ``"triton"``, ``"jax"``, ``"numpy"``; default: lazyrt's default backend).
+    ``allow_eager=False``: an aten op lazyrt cannot lower raises when its graph is
+    first called (naming the op, its FX node and the user's line) instead of
+    running eagerly between lazyrt programs (counted and warned).
 
     >>> import torch, lazyrt.torch as lt
     >>> f = torch.compile(lambda x: x.exp().sum(), backend=lt.backend(device="numpy"))
     >>> round(f(torch.zeros(3)).item(), 3)
     3.0
     """
-    return LazyrtBackend(device)
+    return LazyrtBackend(device, allow_eager)
 
 
 #: ``torch.compile(model, backend=lazyrt.torch.compile_backend)``: lazyrt's default

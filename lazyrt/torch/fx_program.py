@@ -137,8 +137,9 @@ def _is_tensor(x):
 class _Recording:
     """One pass over the graph on the first call's inputs (see the module's text)."""
 
-    def __init__(self, gm, args, backend: str, eager_nodes: set):
+    def __init__(self, gm, args, backend: str, eager_nodes: set, allow_eager=True):
         self.gm, self.args, self.eager_nodes = gm, args, eager_nodes
+        self.allow_eager = allow_eager
         self.backend = B.get(backend)
         self.nodes = list(gm.graph.nodes)
         self.slot = {n: i for i, n in enumerate(self.nodes)}
@@ -279,6 +280,11 @@ class _Recording:
         return Slot(self.slot[a]) if _is_tensor(v) or isinstance(v, (tuple, list)) else v
 
     def run_eager(self, i, n, why):
+        if not self.allow_eager:
+            raise NotImplementedError(
+                f"lazyrt (torch.compile): {n.target} (FX node {n.name}, from "
+                f"{frame_line(n) or '<unknown>'}) cannot run in a lazyrt program ({why}), "
+                f"and this backend was made with allow_eager=False")
         self.flush(i, needs=set(n.all_input_nodes))
         args = tree_map(self._slot_arg, n.args)
         kwargs = tree_map(self._slot_arg, n.kwargs)
@@ -424,19 +430,20 @@ def in_place_params(step, write_back) -> tuple:
     return tuple(dead)
 
 
-def record(gm, args, backend: str):
+def record(gm, args, backend: str, allow_eager: bool = True):
     """Record ``gm`` on ``args`` (its first call's inputs); returns the
     :class:`Replay` and this call's outputs. Nodes lazyrt cannot record run eagerly
-    (the recording starts over with them marked)."""
+    (the recording starts over with them marked), or, without ``allow_eager``,
+    raise ``NotImplementedError`` naming the op, the FX node and the user's line."""
     eager_nodes: dict = {}
     state = dispatch_state
     depth = getattr(state, "depth", 0)
     while True:
         state.depth = depth + 1  # factories return raw lazy tensors, as in a lowering
         try:
-            rec = _Recording(gm, list(args), backend, eager_nodes).record()
+            rec = _Recording(gm, list(args), backend, eager_nodes, allow_eager).record()
         except _Restart as exc:
-            if exc.node in eager_nodes:
+            if exc.node in eager_nodes or not allow_eager:
                 raise RuntimeError(f"lazyrt (torch.compile): recording {exc.node} again "
                                    f"after it ran eagerly: {exc.why}") from None
             eager_nodes[exc.node] = exc.why
