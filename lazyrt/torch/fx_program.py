@@ -404,7 +404,8 @@ class _Recording:
         in_place = self.steps[-1].in_place if self.steps and \
             type(self.steps[-1]) is ProgramStep else frozenset()
         return Replay(len(self.nodes), self.constants, self.steps, self.outputs,
-                      self.mutations, self.programs, in_place)
+                      self.mutations, self.programs, in_place,
+                      sum(n.op == "placeholder" for n in self.nodes))
 
 
 def in_place_params(step, write_back) -> tuple:

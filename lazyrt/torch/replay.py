@@ -208,7 +208,7 @@ class Replay:
     """The recorded steps of one input signature; ``run(args)`` replays them."""
 
     def __init__(self, n_slots, constants, steps, outputs, mutations, n_programs,
-                 in_place=frozenset()):
+                 in_place=frozenset(), n_inputs=0):
         self.template = [None] * n_slots
         for slot, value in constants.items():
             self.template[slot] = value
@@ -219,9 +219,7 @@ class Replay:
         self.mutations = [m for m in mutations if m[0] not in in_place]
         self.in_place = [m for m in mutations if m[0] in in_place]
         self.programs = n_programs
-        n_args = min((k for k, v in enumerate(self.template) if v is not None),
-                     default=n_slots)  # the inputs' slots come first (placeholders)
-        direct = _direct(self, n_args)
+        direct = _direct(self, n_inputs)  # the inputs' slots come first (placeholders)
         if direct is not None:
             self.run = direct
 
