@@ -276,7 +276,11 @@ _warned: set = set()
 
 
 def fallback(func, args, kwargs):
-    """Run ``func`` eagerly on the CPU on computed inputs; feed the results back as data."""
+    """Run ``func`` eagerly on the CPU on computed inputs; feed the results back as data
+    (or, while this thread records a graph for replay, call its ``refuse_fallback``)."""
+    refuse = getattr(_state, "refuse_fallback", None)
+    if refuse is not None:
+        return refuse(func, args, kwargs)
     name = str(func)
     frame = user_frame()
     code, offset = site(frame)

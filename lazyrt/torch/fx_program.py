@@ -242,16 +242,15 @@ class _Recording:
         if "device" in kwargs:
             kwargs["device"] = DEVICE
         executed, checks = metrics.graphs_executed, len(T._deferred)
-        fallback, _dispatch.fallback = _dispatch.fallback, _refuse_fallback
-        T.refuse_reads[0] = _refuse_read
+        state = dispatch_state
+        state.refuse_fallback, state.refuse_reads = _refuse_fallback, _refuse_read
         try:
             out = at_line(n, self._lower, n.target, args, kwargs)
         except BaseException:
             del T._deferred[checks:]  # a check of a call that did not happen
             raise
         finally:
-            _dispatch.fallback = fallback
-            T.refuse_reads[0] = None
+            state.refuse_fallback = state.refuse_reads = None
         if metrics.graphs_executed != executed:
             raise _Restart(n, "its lowering computed values while recording")
         return out

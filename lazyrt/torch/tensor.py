@@ -223,21 +223,22 @@ def _failure_text(check):
     return message(found) if callable(message) else (message if found else None)
 
 
-#: while the torch.compile backend records a graph to replay (:mod:`.fx_program`),
-#: reading a value would bake this call's data into every later call: the function
-#: here (set only then) is called first, and raises instead
-refuse_reads = [None]
-
+# While the torch.compile backend records a graph to replay (:mod:`.fx_program`),
+# reading a value would bake this call's data into every later call, and the lazy
+# front-end's fallback would compute mid-recording: per thread, ``refuse_reads`` /
+# ``refuse_fallback`` on ``dispatch_state`` hold the functions called instead (they
+# raise), set only then.
 
 def reads_refused() -> bool:
-    """Whether values may not be read now (a recording for replay is running)."""
-    return refuse_reads[0] is not None
+    """Whether values may not be read now (this thread records a graph for replay)."""
+    return getattr(dispatch_state, "refuse_reads", None) is not None
 
 
 def compute(value) -> np.ndarray:
     """The value of a lazyrt tensor (a barrier, counted by the caller)."""
-    if refuse_reads[0] is not None:
-        refuse_reads[0](value)
+    refuse = getattr(dispatch_state, "refuse_reads", None)
+    if refuse is not None:
+        refuse(value)
     if value.is_pending or _deferred:
         sync(value)
     return value.numpy()
