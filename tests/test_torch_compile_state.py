@@ -18,8 +18,8 @@ import lazyrt as lr
 import lazyrt.torch as lt
 from lazyrt.errors import PerformanceWarning
 from lazyrt.torch import fx_program
-from torch_compile_fixtures import (CORE_BACKENDS, CountingBackend, assert_close_rel,
-                                    fresh_dynamo, lazyrt_counts)
+from torch_compile_fixtures import (CORE_BACKENDS, NUMPY_POW, CountingBackend,
+                                    assert_close_rel, fresh_dynamo, lazyrt_counts)
 
 assert fresh_dynamo  # the autouse fixture, imported by name
 
@@ -142,13 +142,6 @@ def _train_steps(kind, backend, lr, steps=6, with_scheduler=True):
     assert [p.data_ptr() for p in params] == pointers  # updated in place
     state = [{k: v.clone() for k, v in opt.state[p].items()} for p in params]
     return params, state, trace
-
-
-#: the numpy backend's pow of a Python float by a float32 tensor (Adam's capturable
-#: bias corrections, ``_foreach_pow(beta2, step)``) rounds the float to float32 first:
-#: one float32 ulp from eager (and from the c backend), in the lazy front-end too
-NUMPY_POW = pytest.mark.xfail(strict=True, reason="numpy backend: pow(float, float32 "
-                              "tensor) is one float32 ulp off eager")
 
 
 def _backend_kind_cases(kinds, pow_cases):
