@@ -91,10 +91,19 @@ def _check_against_eager(compiled, module, eager, x, weight, rel, what):
             else torch.testing.assert_close(b, b_ref)
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def _random_module_cases():
+    """Six seeds in training and eval, float64 and float32, on numpy and c; two
+    seeds in training on the slower backends (triton's interpreter, jax)."""
+    for backend in EVERY_BACKEND:
+        core = backend in CORE_BACKENDS
+        for train in (True, False) if core else (True,):
+            for seed in range(6 if core else 2):
+                for dtype in (torch.float64, torch.float32):
+                    yield pytest.param(train, seed, dtype, backend, id="-".join(
+                        ("train" if train else "eval", str(seed), str(dtype)[6:], backend)))
+
+
+@pytest.mark.parametrize("train,seed,dtype,backend", list(_random_module_cases()))
 def test_random_module_forward_backward_matches_eager(backend, dtype, seed, train):
     module, shape, _ = random_module(seed, dtype)
     module.train(train)
@@ -139,7 +148,7 @@ def test_module_forward_backward_on_every_backend(backend):
         _check_against_eager(compiled, module, eager, x, weight, 1e-4, f"call {call}")
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_second_call_replays_with_new_values(backend):
     counting = CountingBackend(backend)
     f = torch.compile(lambda x, y: (x * 2 + y).relu().sum(0) / y.exp().mean(),
@@ -196,7 +205,7 @@ def test_dynamic_graph_is_one_dynamo_graph_for_every_size(backend):
 
 # --- dropout: a fresh mask per call, reproducible from torch.manual_seed ------------------
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_dropout_draws_a_fresh_mask_each_call(backend):
     f = torch.compile(lambda x: F.dropout(x, 0.5, training=True), backend=lt.backend(backend))
     x = torch.ones(4096)
@@ -207,7 +216,7 @@ def test_dropout_draws_a_fresh_mask_each_call(backend):
     assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_manual_seed_reproduces_dropout(backend):
     f = torch.compile(lambda x: F.dropout(x, 0.3, training=True) * 2,
                       backend=lt.backend(backend))
@@ -245,7 +254,7 @@ def test_dropout_backward_uses_the_forward_mask(backend):
     torch.testing.assert_close(compiled(x), module[0](x))
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_a_seed_gives_the_same_mask_recording_or_replaying(backend):
     # the recording's run and a replay bind the same seed the same way (and every
     # backend draws the same Philox stream from it)

@@ -18,7 +18,7 @@ import lazyrt as lr
 import lazyrt.torch as lt
 from lazyrt.errors import PerformanceWarning
 from lazyrt.torch import fx_program
-from torch_compile_fixtures import (CORE_BACKENDS, NUMPY_POW, CountingBackend,
+from torch_compile_fixtures import (CORE_BACKENDS, EVERY_BACKEND, NUMPY_POW, CountingBackend,
                                     assert_close_rel, fresh_dynamo, lazyrt_counts)
 
 assert fresh_dynamo  # the autouse fixture, imported by name
@@ -63,7 +63,7 @@ def test_batchnorm_running_stats_match_eager_after_steps(backend, momentum):
     assert_close_rel(compiled(x), eager(x), 1e-12, "eval output")
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_in_place_ops_on_inputs_are_written_back(backend):
     def f(x, y, base):
         x.add_(1)
@@ -98,7 +98,7 @@ def test_a_strided_input_view_is_mutated_in_its_base(backend):
         torch.testing.assert_close(base, want)
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_an_in_place_result_is_returned(backend):
     # the graph returns the copy_ into its input: eager returns that input itself
     compiled = torch.compile(lambda v: v.mul_(10), backend=lt.backend(backend), fullgraph=True)
@@ -221,7 +221,7 @@ def test_fused_optimizer_step_runs_and_matches_eager(backend, cls):
 
 # --- an op lazyrt cannot lower -------------------------------------------------------
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_unsupported_op_runs_eagerly_counted_per_call_and_warned_once(backend, monkeypatch):
     monkeypatch.setattr(fx_program, "_warned", set())  # warned once per process
     def f(x):
@@ -268,7 +268,7 @@ def test_unsupported_op_in_a_backward_graph(backend, monkeypatch):
     assert fallbacks.get("aten.polygamma.default") == 2  # its derivative, in the backward
 
 
-@pytest.mark.parametrize("backend", CORE_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_index_out_of_range_raises_on_a_replay(backend):
     compiled = torch.compile(lambda x, i: x[i] * 2, backend=lt.backend(backend), fullgraph=True)
     x = torch.randn(5, 2)
