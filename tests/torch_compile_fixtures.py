@@ -75,3 +75,11 @@ def lazyrt_counts() -> dict:
     """The counters a replay must leave alone or grow, from ``lr.metrics``."""
     s = lr.metrics.snapshot()
     return {k: s[k] for k in ("ops_recorded", "cache_misses", "compiles", "graphs_executed")}
+
+
+#: the numpy backend's pow of a Python float by a float32 tensor (Adam's bias
+#: corrections in torch's compiled step, ``_foreach_pow(beta2, step)``) rounds the
+#: float to float32 first: one float32 ulp from eager and from the c backend (the
+#: lazy front-end too), ~1e-8 relative in an Adam step
+NUMPY_POW = pytest.mark.xfail(strict=True, reason="numpy backend: pow(float, float32 "
+                              "tensor) is one float32 ulp off eager")

@@ -152,6 +152,7 @@ class _Recording:
         self.leaf_slot = {}  # id(lazyrt leaf node) -> slot it was made from
         self.leaves = {}  # fx node -> LazyTensor leaf made from its real value
         self.constants, self.steps, self.mutations = {}, [], []
+        self.copied = {}  # fx node of a copy_ into an input -> that input
         self.programs = 0
         self.seeds = None
         self.checks_from = len(T._deferred)  # deferred checks recorded from here on are ours
@@ -214,6 +215,9 @@ class _Recording:
         if target is aten.copy_.default and n.args[0].op == "placeholder":
             # a mutation of an input (functionalization's epilogue): written back at the end
             self.mutations.append((self.slot[n.args[0]], n.args[1]))
+            # it returns its destination (``return x.mul_(2)``): the caller's tensor
+            self.copied[n] = n.args[0]
+            self.real[n] = self.real[n.args[0]]
             return
         if not isinstance(target, torch._ops.OpOverload) or n in self.eager_nodes \
                 or (target in BARRIERS and not _cast_only(n)) \
@@ -386,11 +390,12 @@ class _Recording:
         outs = n.args[0]
         needed = {a for a in tree_flatten(outs)[0] if isinstance(a, torch.fx.Node)}
         needed |= {src for _, src in self.mutations}
-        read_after = {self.slot[a] for a in needed if a.op == "placeholder"}
+        read_after = {self.slot[self.copied.get(a, a)] for a in needed
+                      if self.copied.get(a, a).op == "placeholder"}
         write_back = {self.slot[src]: slot for slot, src in self.mutations
                       if isinstance(src, torch.fx.Node) and slot not in read_after}
         self.flush(i, needs=needed, outputs=needed, write_back=write_back)
-        self.outputs = [("slot", self.slot[a]) if isinstance(a, torch.fx.Node)
+        self.outputs = [("slot", self.slot[self.copied.get(a, a)]) if isinstance(a, torch.fx.Node)
                         and _is_tensor(self.real[a]) else
                         ("value", self.real[a] if isinstance(a, torch.fx.Node) else a)
                         for a in outs]
