@@ -90,7 +90,7 @@ class CompiledGraph:
         replay = self.replays.get(key)
         if replay is not None:
             return replay.run(args)
-        name = self.device or runtime.default_backend_name()
+        name = self.device or runtime.current_backend_name()  # `with lr.backend(...)` too
         runtime.sync()  # pending lazy tensors stay out of this graph's programs
         replay, out = record(self.gm, args, name, self.allow_eager)
         self.replays[key] = replay
