@@ -77,8 +77,8 @@ def check_torch_compile_finds_lazyrt_by_name():
     point, in a process that never imported lazyrt."""
     code = (
         "import sys, torch\n"
-        "f = torch.compile(lambda x: (x * 2 + 1).relu().sum(), backend='lazyrt')\n"
         "assert 'lazyrt' not in sys.modules\n"
+        "f = torch.compile(lambda x: (x * 2 + 1).relu().sum(), backend='lazyrt')\n"
         "v = f(torch.arange(-2.0, 3.0)).item()\n"
         "assert v == 9.0 and 'lazyrt.torch.dynamo' in sys.modules, v\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
