@@ -84,7 +84,7 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
     assert all(r["us"] > 0 for r in costs["fixed_cost"])
     first = model_cases(tiny=True)[0].name
     assert {(r["model"], r["backend"]) for r in costs["cold_first_call"]} == {
-        (first, "lazyrt"), (first, "inductor")}
+        (first, "lazyrt (BLAS choice kept)"), (first, "lazyrt"), (first, "inductor")}
     assert all("error" not in r and r["compile_s"] > 0 for r in costs["cold_first_call"])
     assert {t["target"] for t in doc["targets"]} - {t["target"] for t in steps} == {
         "per-call cost <= Inductor's", "first call (cold) <= 1/5 of Inductor's"}
