@@ -12,7 +12,7 @@ import pytest
 import lazyrt as lr
 from lazyrt import runtime
 from lazyrt.backends import c as cbackend
-from lazyrt.planner.schedule import reads
+from lazyrt.planner.schedule import reads, writes
 from lazyrt.runtime import program_cache
 
 pytestmark = pytest.mark.skipif("c" not in lr.available_backends(),
@@ -156,6 +156,26 @@ def test_a_parameter_read_again_later_or_through_a_view_is_not_paired(c_backend)
     assert not pairs(w * 2.0 + w.T)                # read at two indices
     assert not pairs(w * 2.0, w[1:])               # an output views the parameter
     assert not pairs(w.sum(0) + w[0])              # a reduction kernel
+
+
+def test_an_output_an_earlier_kernel_also_stores_is_not_paired(c_backend):
+    """An in-place update read through two views lands in two kernels, each
+    storing the result: the later kernel reads the parameter, so the earlier
+    store must not land on it (it did: ``v //= 0.5`` applied twice)."""
+    h = np.array([[[-4.0, -1.0], [-2.5, 1.0]], [[-5.0, 1.0], [1.5, -2.0]],
+                  [[-3.5, 0.0], [6.0, 0.0]]])
+    for _ in range(3):  # the second and later runs find the buffer free to donate
+        v = lr.asarray(h, copy=True)
+        v //= 0.5
+        a, b = v[None], v[::-1]
+        lr.sync(v, a, b)
+        np.testing.assert_array_equal(v.numpy(), h // 0.5)
+        np.testing.assert_array_equal(a.numpy(), (h // 0.5)[None])
+        np.testing.assert_array_equal(b.numpy(), (h // 0.5)[::-1])
+    the_plan = next(reversed(program_cache._programs.values())).plan
+    for k, s, _, oi in cbackend.donation_pairs(the_plan):
+        out = the_plan.steps[s].spec.outputs[oi].buffer
+        assert not any(out in writes(st) for st in the_plan.steps[:s])
 
 
 def test_nothing_is_donated_while_a_watcher_checks_the_run(c_backend, monkeypatch):

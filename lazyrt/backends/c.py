@@ -24,7 +24,7 @@ from ..codegen.c import emit_c
 from ..compile_record import NOT_COMPILED
 from ..planner import Capabilities, KernelStep, MatmulStep, matmul_operands, plan
 from ..planner.kernel_ir import IndexMap, gather_checks
-from ..planner.schedule import reads
+from ..planner.schedule import reads, writes
 from ..planner.strided import contiguous_strides
 from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, donation_candidates, spec_ops, view_bytes
@@ -77,12 +77,16 @@ def in_place_pairs(the_plan, inputs: str, outputs: str):
     where a pointwise kernel may store an output over an input buffer, element
     by element: buffers of kinds ``inputs`` and ``outputs``, the input read at
     exactly the index the output is stored at (one whole contiguous buffer each,
-    same dtype and shape), no later step reading the input, no output viewing it."""
+    same dtype and shape), no later step reading the input, no earlier step
+    writing the output (its store would land on the input before this step
+    reads it), no output viewing it."""
     buffers, steps = the_plan.buffers, the_plan.steps
-    last = {}
+    last, first_write = {}, {}
     for s, st in enumerate(steps):
         for b in reads(st):
             last[b] = s
+        for b in writes(st):
+            first_write.setdefault(b, s)
     viewed = {o.buffer for o in the_plan.outputs}
     for s, st in enumerate(steps):
         spec = getattr(st, "spec", None)
@@ -93,7 +97,7 @@ def in_place_pairs(the_plan, inputs: str, outputs: str):
         size = int(np.prod(spec.domain, dtype=np.int64))
         for oi, out in enumerate(spec.outputs):
             ob = buffers[out.buffer]
-            if ob.kind != outputs or out.index != whole \
+            if ob.kind != outputs or out.index != whole or first_write[out.buffer] != s \
                     or int(np.prod(ob.shape, dtype=np.int64)) != size:
                 continue
             for ii, inp in enumerate(spec.inputs):
