@@ -51,6 +51,45 @@ class TinyEncoder(nn.Module):
         return self.head(self.norm(h))
 
 
+class _CausalBlock(nn.Module):
+    """Pre-norm decoder block: causal self-attention (one fused QKV product,
+    ``scaled_dot_product_attention``) and an exact-GELU MLP, both residual."""
+
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.up, self.down = nn.Linear(d_model, 4 * d_model), nn.Linear(4 * d_model, d_model)
+        self.gelu = nn.GELU()
+
+    def forward(self, h):
+        b, t, d = h.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(h)).split(d, dim=2))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = h + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return h + self.down(self.gelu(self.up(self.ln2(h))))
+
+
+class TinyGPT(nn.Module):
+    """A GPT language model: token and position embeddings, ``layers`` causal
+    pre-norm blocks, a final LayerNorm and a linear head."""
+
+    def __init__(self, vocab: int, block: int, d_model: int, heads: int, layers: int):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d_model), nn.Embedding(block, d_model)
+        self.blocks = nn.ModuleList(_CausalBlock(d_model, heads) for _ in range(layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        h = self.tok(tokens) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm(h))
+
+
 def token_loss(logits, targets):
     """Cross entropy over every position: (B, S, V) logits, (B, S) targets."""
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
@@ -100,10 +139,26 @@ def _encoder_case(batch, seq, vocab, d_model, heads, d_ff, layers) -> ModelCase:
                      twin=lambda: _encoder_case(1, 4, 16, 2 * heads, heads, 16, layers))
 
 
+def _gpt_case(batch, seq, vocab, d_model, heads, layers) -> ModelCase:
+    def data():
+        g = torch.Generator().manual_seed(3)
+        return (torch.randint(0, vocab, (batch, seq), generator=g),
+                torch.randint(0, vocab, (batch, seq), generator=g))
+    return ModelCase(f"GPT b{batch}x{seq}",
+                     _seeded(lambda: TinyGPT(vocab, seq, d_model, heads, layers)), data,
+                     token_loss,
+                     f"token + position Embedding({vocab}, {d_model}), {layers} causal pre-norm "
+                     f"blocks ({heads} heads, SDPA, exact GELU MLP 4x), LayerNorm, Linear head, "
+                     f"cross entropy",
+                     twin=lambda: _gpt_case(1, 4, 16, 2 * heads, heads, layers))
+
+
 def model_cases(tiny: bool = False) -> list[ModelCase]:
     """The benchmark models; ``tiny`` shrinks them so a smoke test takes seconds."""
     if tiny:
-        return [_mlp_case(8, 16, 32, 4), _encoder_case(2, 8, 32, 16, 2, 32, 1)]
+        return [_mlp_case(8, 16, 32, 4), _encoder_case(2, 8, 32, 16, 2, 32, 1),
+                _gpt_case(2, 8, 32, 16, 2, 1)]
     return [_mlp_case(256, 784, 512, 10), _mlp_case(1024, 784, 512, 10),
             _encoder_case(8, 64, 1000, 128, 4, 512, 2),
-            _encoder_case(32, 64, 1000, 128, 4, 512, 2)]
+            _encoder_case(32, 64, 1000, 128, 4, 512, 2),
+            _gpt_case(8, 64, 512, 128, 4, 2)]

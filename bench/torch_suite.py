@@ -30,6 +30,12 @@ One process, 2 threads (``torch.set_num_threads``; OMP/MKL/OpenBLAS env set by
    and backward through functionalization: torch's machinery with no Python per
    op, about what a lazy device with an all-C++ per-op path would trace.
 
+5. the kernels of the lazy step, by class, beside eager's time for the same
+   kind of ops, and each launch against the bandwidth of the cache level its
+   data lives in (bench/kernel_profile.py; issue 38's targets: the lazy
+   ``mark_step`` at most 0.6x eager's whole step, no class slower than eager's,
+   every pointwise and reduction kernel at 50% of its bound or more).
+
 The targets (issue 32): the ``lazyrt (torch.compile)`` step at most 0.8x the
 better of torch eager and ``torch.compile``; its per-call cost no more than
 Inductor's and its first call with cold caches at most 1/5 of Inductor's compile
@@ -383,7 +389,12 @@ def run(repeats=timing.MIN_REPEATS, quick=False, tiny=False, peers=None) -> dict
         costs = torch_compile_costs.run(models, quick)
         ts += torch_compile_costs.targets(costs)
     print_targets(ts)
-    return {"rows": rows, "targets": ts, "compile_costs": costs, "cpu_model": cpu,
+    kernels = None
+    if TP.LAZY_PEER in peers:
+        from bench import kernel_profile
+        kernels = kernel_profile.run(model_cases(tiny), THREADS, top=0 if quick else 10)
+    return {"rows": rows, "targets": ts, "compile_costs": costs, "kernel_profile": kernels,
+            "cpu_model": cpu,
             "threads": THREADS,
             "repeats": repeats, "check_steps": CHECK_STEPS,
             "loss_rtol": LOSS_RTOL, "peers": list(peers),

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import lazyrt as lr  # noqa: E402
 from bench import __main__ as bench_main  # noqa: E402
-from bench import timing, torch_peers, torch_suite  # noqa: E402
+from bench import kernel_profile, timing, torch_peers, torch_suite  # noqa: E402
 from bench.torch_models import ModelCase, model_cases  # noqa: E402
 
 needs_c = pytest.mark.skipif("c" not in lr.available_backends(), reason="no C compiler")
@@ -92,6 +92,33 @@ def test_quick_tiny_run_writes_every_column(tmp_path, monkeypatch):
         r = replayed[t["model"]]
         assert t["value"] == r["vs_eager"] and t["pass"] == (r["vs_eager"] <= 0.8), t
         assert t["paired"] == r["paired_vs_best"]
+    # the lazy step's kernels by class, beside eager's (issue 38), every model
+    profiles = {p["summary"]["model"]: p for p in doc["kernel_profile"]}
+    assert set(profiles) == {c.name for c in model_cases(tiny=True)}
+    for p in profiles.values():
+        s = p["summary"]
+        assert s["kernels"] == len(p["kernels"]) > 0 and s["mark_step_ms"] > 0
+        assert s["eager_step_ms"] > 0 and s["kernels_ms"] > 0
+        by_class = {r["class"]: r for r in p["classes"]}
+        assert sum(r["launches"] for r in by_class.values()) == s["kernels"]
+        assert by_class["products"]["launches"] > 0 and by_class["products"]["eager_ms"] > 0
+        assert sum(r["ms"] for r in by_class.values()) == pytest.approx(s["kernels_ms"])
+        for k in p["kernels"]:
+            assert k["ms"] >= 0 and k["cls"] in kernel_profile.CLASSES
+            assert (k["cls"] == "products") == (k["level"] == "") or not k["nbytes"]
+
+
+def test_aten_ops_are_classed_as_lazyrt_kernels_are():
+    c = kernel_profile.aten_class
+    assert [c("aten::mm"), c("aten::addmm"), c("aten::bmm"),
+            c("aten::_scaled_dot_product_flash_attention_for_cpu")] == ["products"] * 4
+    assert [c("aten::native_layer_norm"), c("aten::native_layer_norm_backward"),
+            c("aten::_log_softmax"), c("aten::sum"), c("aten::nll_loss_forward"),
+            c("aten::_softmax_backward_data")] == ["reductions"] * 6
+    assert [c("aten::embedding_dense_backward"), c("aten::index_select"),
+            c("aten::scatter_add_")] == ["gathers/scatters"] * 3
+    assert [c("aten::add"), c("aten::gelu_backward"), c("aten::_foreach_mul_"),
+            c("aten::copy_")] == ["pointwise"] * 4
 
 
 def test_a_model_that_cannot_be_built_is_n_a_with_its_reason(capsys):
