@@ -76,12 +76,38 @@ def test_inline_shared_is_asked_with_kernels_and_ops():
     asked = []
 
     class Spy(FusionPolicy):
-        def inline_shared(self, n_kernels, subtree_ops):
-            asked.append((n_kernels, subtree_ops))
+        def inline_shared(self, n_kernels, subtree_ops, read_bytes=0.0, value_bytes=0.0):
+            asked.append((n_kernels, subtree_ops, read_bytes, value_bytes))
             return True
 
     plan_of(*deep_shared_chain(), policy=Spy())
-    assert (2, 90) in asked
+    assert (2, 90, 4.0, 4) in asked  # one float32 input read, one float32 value stored
+
+
+def test_a_shared_value_of_many_inputs_is_stored_not_recomputed():
+    """A residual stream: five full-size adds, read by three kernels. Each would
+    read all six tensors again; stored, each reads one: the bytes decide."""
+    parts = [rand(64, 32, seed=k) for k in range(6)]
+    h = parts[0]
+    for p in parts[1:]:
+        h = h + p
+    outs = (h.sum(1), h.max(1), (h * 2.0).sum(0))
+    p = plan_of(*outs)
+    ((kind, steps, reason),) = refused(p, RECOMPUTE)
+    assert "reading 24 B per element) moves more bytes than storing it (4 B per element)" \
+        in reason, reason
+    assert len(steps) >= 2  # stored by one step, read by the others
+    # one input: recomputing reads what storing would, so it is recomputed
+    one = rand(64, 32) * 3.0 + 1.0
+    assert not refused(plan_of(one.sum(1), one.max(1), (one * 2.0).sum(0)), RECOMPUTE)
+    # and the values are right
+    for got, want in zip(outs, _numpy_outs([np.asarray(t.numpy()) for t in parts])):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+
+
+def _numpy_outs(parts):
+    h = sum(parts[1:], parts[0])
+    return h.sum(1), h.max(1), (h * 2.0).sum(0)
 
 
 def test_a_depth_limit_stores_the_chain_every_few_ops():

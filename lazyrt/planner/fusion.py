@@ -32,6 +32,7 @@ import heapq
 import threading
 from dataclasses import replace
 
+from .. import dtypes as D
 from .. import ops
 from . import strided as S
 from .kernel_builder import KernelBuilder, Replan
@@ -59,11 +60,25 @@ class FusionPolicy:
     #: Bounds compile time and the planner's recursion on very long chains.
     max_fused_depth = 96
 
-    def inline_shared(self, n_kernels: int, subtree_ops: int) -> bool:
+    def inline_shared(self, n_kernels: int, subtree_ops: int, read_bytes: float = 0.0,
+                      value_bytes: float = 0.0) -> bool:
         """Whether a producer of ``subtree_ops`` ops (its own and those it
         computes from) that ``n_kernels`` kernels need is computed in each of
-        them, rather than stored by its own kernel and loaded by theirs."""
-        return (n_kernels <= 1 or self.max_recompute_ops is None
+        them, rather than stored by one and loaded by the others.
+
+        Per element of the producer, computing it reads ``read_bytes`` of
+        stored values (what its subtree loads, a broadcast operand counted by
+        its share of the elements) and storing it writes ``value_bytes`` once.
+        Recomputed, the ``n`` kernels read ``n * read``; stored, one kernel
+        reads ``read`` and writes the value, the others read the value:
+        ``read + n * value``. A fusion never moves more bytes than storing
+        would (a residual stream of five adds, recomputed in every layer norm
+        that reads it, read six tensors per pass where storing reads one)."""
+        if n_kernels <= 1:
+            return True
+        if read_bytes and (n_kernels - 1) * read_bytes > n_kernels * value_bytes:
+            return False
+        return (self.max_recompute_ops is None
                 or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops)
 
     def merge_siblings(self, first, second) -> bool:
@@ -479,26 +494,52 @@ class _Planner:
                 if first.setdefault(i, g) != g:
                     kernels.setdefault(i, {first[i]}).add(g)
         stored, covered = {}, set()
-        # consumers first: once one is stored, its producers are needed by fewer kernels
+        # consumers first: once one is stored, its producers are needed by fewer
+        # kernels. A store the op count asks for covers its subtree until the next
+        # attempt; one the bytes ask for is decided now for the whole subtree too
+        # (a kernel that reads the stored value no longer computes what it reads),
+        # so a long chain is decided in one attempt, not one link per attempt
+        relieved = {}  # producer -> kernels that now read a stored consumer instead
         for i in sorted(kernels, reverse=True):
             if i in covered or self.nodes[i].op.kind not in (ops.POINTWISE, ops.REDUCTION):
                 continue
-            sub = self.inline_subtree(i)
+            sub = self.inline_subtree(i, stop=stored)
             n_ops = sum(self.nodes[j].op.kind in (ops.POINTWISE, ops.REDUCTION) for j in sub)
-            n = len(kernels[i])
-            if not self.policy.inline_shared(n, n_ops):
+            n = len(kernels[i] - relieved.get(i, set())) or 1
+            read, value = self.subtree_bytes(i, sub)
+            if not self.policy.inline_shared(n, n_ops, read, value):
+                by_bytes = self.policy.inline_shared(n, n_ops)
                 stored[i] = (RECOMPUTE, f"{n} kernels need it: recomputing its {n_ops} ops in "
-                             f"each costs more than storing it "
-                             f"({type(self.policy).__name__}.inline_shared)")
-                covered |= sub
+                             + (f"each (reading {read:.3g} B per element) moves more bytes "
+                                f"than storing it ({value} B per element)" if by_bytes
+                                else "each costs more than storing it")
+                             + f" ({type(self.policy).__name__}.inline_shared)")
+                if not by_bytes:
+                    covered |= sub
+                    continue
+                readers = kernels[i] - {first[i]}
+                for j in sub - {i}:
+                    relieved.setdefault(j, set()).update(readers)
         return stored
 
-    def inline_subtree(self, i) -> set:
-        """Node i and the nodes a kernel computes with it, down to stored values."""
+    def subtree_bytes(self, i, sub) -> tuple:
+        """``(read, value)``: bytes per element of node i that computing it reads
+        from stored values (each by its share of i's elements: a bias row counts
+        1/rows, a reduction's input its whole length), and that storing it writes."""
+        size = _numel(self.nodes[i].shape) or 1
+        leaves = {j for k in sub for j in self.nodes[k].inputs
+                  if j not in sub and self.nodes[j].op is not ops.CONST}
+        read = sum(_numel(self.nodes[j].shape) * D.DTYPES[self.nodes[j].dtype].itemsize
+                   for j in leaves) / size
+        return read, D.DTYPES[self.nodes[i].dtype].itemsize
+
+    def inline_subtree(self, i, stop=()) -> set:
+        """Node i and the nodes a kernel computes with it, down to stored values
+        (and the nodes in ``stop``)."""
         sub, stack = {i}, [i]
         while stack:
             for j in self.nodes[stack.pop()].inputs:
-                if j not in sub and not self.is_buffer_node(j):
+                if j not in sub and j not in stop and not self.is_buffer_node(j):
                     sub.add(j)
                     stack.append(j)
         return sub
@@ -539,6 +580,13 @@ class _Planner:
         if base not in buf_of:
             raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
         return BufferView(buf_of[base], self.strided_through(base, chain))
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 class _NodeNames:
