@@ -441,3 +441,18 @@ def test_a_kernel_that_fails_together_fails_at_its_load_with_its_name(tmp_path):
     assert cc.load_kernel(*good)[2] == "compiled"
     with pytest.raises(CompileError, match="broken"):
         cc.load_kernel(*bad)
+
+
+def test_the_vector_width_follows_the_host_and_the_environment(monkeypatch):
+    from lazyrt.backends import c as cb
+    monkeypatch.setenv("LAZYRT_VECTOR_WIDTH", "256")
+    assert cb.vector_width() == 256
+    assert "-mprefer-vector-width=256" in cb.CBackend().compiler.flags
+    monkeypatch.setenv("LAZYRT_VECTOR_WIDTH", "300")
+    with pytest.raises(ValueError, match="LAZYRT_VECTOR_WIDTH"):
+        cb.vector_width()
+    monkeypatch.delenv("LAZYRT_VECTOR_WIDTH")
+    monkeypatch.setattr(cb, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert cb.vector_width() == 256          # no AVX-512: 256-bit AVX2 loops
+    monkeypatch.setattr(cb, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    assert cb.vector_width() in (256, 512)   # 256 only on a model that downclocks
