@@ -60,23 +60,28 @@ class FusionPolicy:
     #: Bounds compile time and the planner's recursion on very long chains.
     max_fused_depth = 96
 
+    #: least bytes a store must save to be worth it: below, the launch it may add
+    #: costs more than moving the bytes (a few microseconds, at L2 bandwidth)
+    min_bytes_saved = 256 * 1024
+
     def inline_shared(self, n_kernels: int, subtree_ops: int, read_bytes: float = 0.0,
                       value_bytes: float = 0.0) -> bool:
         """Whether a producer of ``subtree_ops`` ops (its own and those it
         computes from) that ``n_kernels`` kernels need is computed in each of
         them, rather than stored by one and loaded by the others.
 
-        Per element of the producer, computing it reads ``read_bytes`` of
-        stored values (what its subtree loads, a broadcast operand counted by
-        its share of the elements) and storing it writes ``value_bytes`` once.
-        Recomputed, the ``n`` kernels read ``n * read``; stored, one kernel
-        reads ``read`` and writes the value, the others read the value:
-        ``read + n * value``. A fusion never moves more bytes than storing
-        would (a residual stream of five adds, recomputed in every layer norm
-        that reads it, read six tensors per pass where storing reads one)."""
+        Computing it reads ``read_bytes`` of stored values (what its subtree
+        loads, a broadcast operand by its share of the elements) and storing it
+        writes ``value_bytes`` once. Recomputed, the ``n`` kernels read
+        ``n * read``; stored, one kernel reads ``read`` and writes the value, the
+        others read the value: ``read + n * value``. It is stored where that
+        saves ``min_bytes_saved`` or more: a residual stream of five adds,
+        recomputed in every layer norm that reads it, read six tensors per pass
+        where storing reads one."""
         if n_kernels <= 1:
             return True
-        if read_bytes and (n_kernels - 1) * read_bytes > n_kernels * value_bytes:
+        saved = (n_kernels - 1) * read_bytes - n_kernels * value_bytes
+        if read_bytes and saved >= self.min_bytes_saved:
             return False
         return (self.max_recompute_ops is None
                 or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops)
@@ -510,8 +515,9 @@ class _Planner:
             if not self.policy.inline_shared(n, n_ops, read, value):
                 by_bytes = self.policy.inline_shared(n, n_ops)
                 stored[i] = (RECOMPUTE, f"{n} kernels need it: recomputing its {n_ops} ops in "
-                             + (f"each (reading {read:.3g} B per element) moves more bytes "
-                                f"than storing it ({value} B per element)" if by_bytes
+                             + (f"each (reading {_size(read)}) moves "
+                                f"{_size((n - 1) * read - n * value)} more than storing it "
+                                f"({_size(value)})" if by_bytes
                                 else "each costs more than storing it")
                              + f" ({type(self.policy).__name__}.inline_shared)")
                 if not by_bytes:
@@ -523,15 +529,15 @@ class _Planner:
         return stored
 
     def subtree_bytes(self, i, sub) -> tuple:
-        """``(read, value)``: bytes per element of node i that computing it reads
-        from stored values (each by its share of i's elements: a bias row counts
-        1/rows, a reduction's input its whole length), and that storing it writes."""
-        size = _numel(self.nodes[i].shape) or 1
+        """``(read, value)``: the bytes computing node i reads from stored values
+        (each in full: a bias row once, a reduction's input all of it), and the
+        bytes storing it writes."""
+        size = _numel(self.nodes[i].shape)
         leaves = {j for k in sub for j in self.nodes[k].inputs
                   if j not in sub and self.nodes[j].op is not ops.CONST}
         read = sum(_numel(self.nodes[j].shape) * D.DTYPES[self.nodes[j].dtype].itemsize
-                   for j in leaves) / size
-        return read, D.DTYPES[self.nodes[i].dtype].itemsize
+                   for j in leaves)
+        return float(read), size * D.DTYPES[self.nodes[i].dtype].itemsize
 
     def inline_subtree(self, i, stop=()) -> set:
         """Node i and the nodes a kernel computes with it, down to stored values
@@ -580,6 +586,13 @@ class _Planner:
         if base not in buf_of:
             raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
         return BufferView(buf_of[base], self.strided_through(base, chain))
+
+
+def _size(nbytes) -> str:
+    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{int(nbytes)} B"
 
 
 def _numel(shape) -> int:
