@@ -288,7 +288,10 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         for a in range(nd):
             depth = base + a
             if a == 0 and nd == 1:
-                self.line(depth, f"#pragma omp parallel for simd if(total > {PARALLEL_THRESHOLD})")
+                # "parallel:": an if clause without it applies to the simd construct
+                # too (OpenMP 5), so a loop below the threshold ran unvectorized
+                self.line(depth, "#pragma omp parallel for simd "
+                                 f"if(parallel: total > {PARALLEL_THRESHOLD})")
             elif a == 0:
                 collapse = f" collapse({nd - 1})" if nd > 2 else ""
                 self.line(depth, f"#pragma omp parallel for{collapse} "

@@ -108,3 +108,23 @@ def test_transposing_kernels_are_tiled_and_attention_masks_tiled_only_on_aliasin
     contiguous = emit_c(spec_of(rows * 2)).source
     assert "lz_4k" not in contiguous
     lr.sync()
+
+
+def test_an_if_clause_on_a_combined_simd_construct_names_parallel():
+    """``#pragma omp parallel for simd if(x)`` applies ``if`` to the simd
+    construct too (OpenMP 5): a loop below the threshold ran one lane at a
+    time. Every such pragma the C emitters write names the construct."""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parent.parent / "codegen"
+    pragmas = [line for f in sorted(root.glob("*.py")) for line in f.read_text().splitlines()
+               if "omp" in line and "simd" in line and "if(" in line]
+    found = [line for line in pragmas if re.search(r"if\((?!parallel:)", line)]
+    assert not found, found
+    # and what is emitted: a strided 1-D store takes the plain loop
+    with lr.backend("c"):
+        x = lr.asarray(np.arange(64, dtype=np.float32))
+        y = lr.asarray(np.zeros(128, np.float32))
+        y[::2] = x * 2.0
+        lr.sync(y)
+    np.testing.assert_array_equal(y.numpy()[::2], np.arange(64, dtype=np.float32) * 2)
