@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from lazyrt import dtypes as D
 from lazyrt.lowering import ComputeType, lower_statement
-from lazyrt.lowering.c import (_COMPUTE_T, _STORE_T, PARALLEL_THRESHOLD, _fmt_const, load_value,
+from lazyrt.lowering.c import (_COMPUTE_T, _STORE_T, _fmt_const, load_value,
                                store_value)
 from lazyrt.ops import Combine
 from lazyrt.planner.kernel_ir import KernelSpec, is_scan, statements_needed
@@ -291,11 +291,11 @@ class _Emitter(ReductionEmitter, ScanEmitter):
                 # "parallel:": an if clause without it applies to the simd construct
                 # too (OpenMP 5), so a loop below the threshold ran unvectorized
                 self.line(depth, "#pragma omp parallel for simd "
-                                 f"if(parallel: total > {PARALLEL_THRESHOLD})")
+                                 "if(parallel: total > LZ_PAR_MIN)")
             elif a == 0:
                 collapse = f" collapse({nd - 1})" if nd > 2 else ""
                 self.line(depth, f"#pragma omp parallel for{collapse} "
-                                 f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+                                 "if(parallel: total > LZ_PAR_MIN) schedule(static)")
             elif a == nd - 1:
                 self.line(depth, "#pragma omp simd")
             self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
@@ -350,7 +350,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         self.line(2, f"const int64_t t{last} = lz_4k ? {along_4k} : {along};")
         self.line(2, f"const int64_t t{p} = lz_4k ? {across_4k} : {across};")
         self.line(2, f"#pragma omp parallel for collapse({nd}) "
-                     f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+                     "if(parallel: total > LZ_PAR_MIN) schedule(static)")
         depth = 2
         for a in outer:
             self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
@@ -414,7 +414,7 @@ class _Emitter(ReductionEmitter, ScanEmitter):
         outs = list(enumerate(self.s.outputs))
         everything = self.needed([o.value for o in self.s.outputs])
         self.declare_stream(1, outs, "total")
-        self.line(1, f"#pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
+        self.line(1, "#pragma omp parallel if(parallel: total > LZ_PAR_MIN)")
         self.line(1, "{")
         self.declare_tiles(2, outs)
         self.line(2, "#pragma omp for schedule(static)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from lazyrt import dtypes as D
 
-from lazyrt.lowering.c import _STORE_T, PARALLEL_THRESHOLD, load_value, store_value
+from lazyrt.lowering.c import _STORE_T, load_value, store_value
 
 from .gather_scatter import SCATTER_ADD, GatherScatterSpec
 
@@ -103,7 +103,7 @@ def _scatter_body(spec, r, a, loops, wrap):
     # threads split the last axis that is not ``axis``: each result element is
     # summed by one thread, in C order
     split = max((k for k in range(r) if k != a), default=None)
-    out.append(f"    #pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
+    out.append("    #pragma omp parallel if(parallel: total > LZ_PAR_MIN)")
     out.append("    {")
     out.append("        #pragma omp for schedule(static)")
     out.append("        for (int64_t e = 0; e < out_total; e++) acc[e] = 0;")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from lazyrt import dtypes as D
 from lazyrt import ops
-from lazyrt.lowering.c import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _is_float,
+from lazyrt.lowering.c import (_COMPUTE_T, EmitError, _is_float,
                                identity_literal)
 from lazyrt.ops import Combine
 
@@ -116,7 +116,7 @@ class ReductionEmitter:
         if self.outer:
             collapse = f" collapse({len(self.outer)})" if len(self.outer) > 1 else ""
             if self.cached or stream:
-                self.line(depth, f"#pragma omp parallel if(total > {PARALLEL_THRESHOLD})")
+                self.line(depth, "#pragma omp parallel if(parallel: total > LZ_PAR_MIN)")
                 self.line(depth, "{")
                 depth += 1
                 if stream:
@@ -128,7 +128,7 @@ class ReductionEmitter:
                 self.line(depth, f"#pragma omp for{collapse} schedule(static)")
             else:
                 self.line(depth, f"#pragma omp parallel for{collapse} "
-                                 f"if(total > {PARALLEL_THRESHOLD}) schedule(static)")
+                                 "if(parallel: total > LZ_PAR_MIN) schedule(static)")
             top = depth
             for a in self.outer:
                 self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
@@ -212,7 +212,7 @@ class ReductionEmitter:
         reduces = self.layout.passes[0]
         args = [st.args[0] for st in reduces]
         parts = [st for st in reduces if self.float_partial(st)]
-        self.line(1, f"#pragma omp parallel for if(total > {PARALLEL_THRESHOLD}) "
+        self.line(1, "#pragma omp parallel for if(parallel: total > LZ_PAR_MIN) "
                      "schedule(static)")
         self.line(1, f"for (int64_t c{o} = 0; c{o} < n{o}; c{o} += {lanes}) {{")
         d = 2
@@ -272,7 +272,7 @@ class ReductionEmitter:
                 pragma = None  # argmax/argmin: the first index wins, in order
             elif k == 0 and parallel:
                 pragma = (f"#pragma omp parallel for{' simd' if innermost else ''} {clause} "
-                          f"if(total > {PARALLEL_THRESHOLD})")
+                          "if(parallel: total > LZ_PAR_MIN)")
             elif innermost:
                 pragma = f"#pragma omp simd {clause}"
             else:
@@ -329,7 +329,7 @@ class ReductionEmitter:
         threads' results."""
         a, k = self.red[0], FULL_STREAMS
         self.line(depth, f"#pragma omp parallel {' '.join(clauses)} "
-                         f"if(total > {PARALLEL_THRESHOLD})")
+                         "if(parallel: total > LZ_PAR_MIN)")
         self.line(depth, "{")
         d = depth + 1
         self.line(d, "const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();")

@@ -24,7 +24,7 @@ length 0 still gets its one element.
 """
 from __future__ import annotations
 
-from lazyrt.lowering.c import (_COMPUTE_T, PARALLEL_THRESHOLD, EmitError, _fmt_const, _is_float,
+from lazyrt.lowering.c import (_COMPUTE_T, EmitError, _fmt_const, _is_float,
                                identity_literal, store_value)
 from lazyrt.ops import Combine
 
@@ -70,7 +70,7 @@ class ScanEmitter:
             self.line(1, "{")
             return 2
         collapse = f" collapse({len(axes)})" if len(axes) > 1 else ""
-        self.line(1, f"#pragma omp parallel for{collapse} if(total > {PARALLEL_THRESHOLD}) "
+        self.line(1, f"#pragma omp parallel for{collapse} if(parallel: total > LZ_PAR_MIN) "
                      "schedule(static)")
         for d, a in enumerate(axes):
             var = f"b{a}" if a in steps else f"i{a}"

@@ -56,6 +56,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* elements above which a kernel runs on the OpenMP team: the C backend passes
+ * this host's measured break-even (lazyrt/backends/c_parallel.py) */
+#ifndef LZ_PAR_MIN
+#define LZ_PAR_MIN 32768
+#endif
+
 /* ---- bit casts (memcpy: defined behaviour, compiles to nothing) --------- */
 
 static inline double lz__asdouble(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }

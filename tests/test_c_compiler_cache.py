@@ -456,3 +456,30 @@ def test_the_vector_width_follows_the_host_and_the_environment(monkeypatch):
     assert cb.vector_width() == 256          # no AVX-512: 256-bit AVX2 loops
     monkeypatch.setattr(cb, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
     assert cb.vector_width() in (256, 512)   # 256 only on a model that downclocks
+
+
+def test_the_parallel_threshold_is_the_smallest_size_the_team_keeps_winning_from():
+    from lazyrt.backends import c_parallel as cp
+    one = {1024: 1.0, 2048: 2.0, 4096: 4.0, 8192: 8.0, 16384: 16.0, 32768: 32.0}
+    team = {1024: 3.0, 2048: 1.0, 4096: 5.0, 8192: 6.0, 16384: 9.0, 32768: 15.0}
+    assert cp.choose(one, team) == 8192          # 2048 wins alone: noise, not a trend
+    assert cp.choose(one, dict(one)) == cp.NEVER  # never 20% faster: never parallel
+    big = {n: 1.0 for n in (1 << 19, 1 << 20)}
+    assert cp.choose(big, {n: 0.1 for n in big}) == cp.CLAMP[1]
+    small = {n: 1.0 for n in (1024, 2048)}
+    assert cp.choose(small, {n: 0.1 for n in small}) == cp.CLAMP[0]
+
+
+def test_the_c_backend_compiles_kernels_with_this_hosts_threshold(monkeypatch):
+    from lazyrt.backends import c as cb
+    monkeypatch.setenv("LAZYRT_PARALLEL_MIN", "4096")
+    backend = cb.CBackend()
+    assert backend.parallel_min == 4096 and "-DLZ_PAR_MIN=4096" in backend.compiler.flags
+    monkeypatch.setenv("LAZYRT_PARALLEL_MIN", "many")
+    with pytest.raises(ValueError, match="LAZYRT_PARALLEL_MIN"):
+        cb.CBackend()
+    monkeypatch.delenv("LAZYRT_PARALLEL_MIN")
+    from lazyrt.backends import c_parallel as cp
+    m = cp.measurement(cb.CBackend().compiler)  # measured or kept: either way
+    assert m["threads"] >= 1 and (m["n"] == cp.NEVER or
+                                   cp.CLAMP[0] <= m["n"] <= cp.CLAMP[1])

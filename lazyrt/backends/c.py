@@ -30,6 +30,7 @@ from ..planner.strided import contiguous_strides
 from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, donation_candidates, spec_ops, view_bytes
 from .c_compiler import CCompiler, cpu_flags
+from .c_parallel import parallel_min
 from .c_gemm import GEMM_SOURCE, gemm_args
 
 
@@ -250,6 +251,9 @@ class CBackend:
         extra = ("-fno-math-errno", f"-mprefer-vector-width={vector_width()}")
         self.compiler.flags = tuple(self.compiler.flags) + tuple(
             f for f in extra if f not in self.compiler.flags)
+        # this host's break-even for an OpenMP team, measured with these flags
+        self.parallel_min = parallel_min(self.compiler)
+        self.compiler.flags += (f"-DLZ_PAR_MIN={self.parallel_min}",)
 
     def _matmul(self, step, buffers):
         """The BLAS-on-our-threads launch for ``step``, else ``np.matmul``."""

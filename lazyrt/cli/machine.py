@@ -127,10 +127,22 @@ def _check_vectors():
     if machine in ("aarch64", "arm64"):
         return (PASS if "asimd" in flags else WARN), \
             f"{machine}: NEON {'yes' if 'asimd' in flags else 'no: kernels run scalar'}"
+    from ..backends.c import vector_width
     have = [x for x in ("sse4_2", "avx2", "fma", "avx512f") if x in flags]
     return (PASS if "avx2" in flags else WARN), \
         f"{machine}: {', '.join(have) or 'none of SSE4.2/AVX2/AVX-512'}" \
-        + ("" if "avx512f" in flags else " (no AVX-512)")
+        + ("" if "avx512f" in flags else " (no AVX-512)") \
+        + f"; kernels tuned for {vector_width()}-bit vectors"
+
+
+def _check_parallel():
+    from ..backends.c_compiler import CCompiler
+    from ..backends.c_parallel import NEVER, measurement
+    m = measurement(CCompiler())
+    if m["n"] == NEVER:
+        return PASS, f"{m['threads']} thread(s): every kernel runs on one"
+    return PASS, (f"kernels of more than {m['n']} elements run on {m['threads']} threads "
+                  f"(measured break-even here)")
 
 
 def _check_blas():
@@ -243,7 +255,8 @@ def _check_cache():
 def cmd_doctor(args) -> int:
     import lazyrt as lr
     checks = [("C compiler", _check_c), ("OpenMP", _check_openmp),
-              ("CPU vectors", _check_vectors), ("BLAS", _check_blas),
+              ("CPU vectors", _check_vectors), ("parallel kernels", _check_parallel),
+              ("BLAS", _check_blas),
               ("Triton", _check_triton), ("JAX", _check_jax), ("kernel cache", _check_cache)]
     rows = []
     for name, check in checks:

@@ -240,5 +240,6 @@ def identity_literal(value, code) -> str:
     return _LIMITS.get((code, int(value)), str(int(value)))
 
 
-#: element count under which a kernel stays on one thread
+#: element count under which a kernel stays on one thread, where the C backend
+#: has not measured this host's (lazyrt/backends/c_parallel.py; LZ_PAR_MIN in the kernels)
 PARALLEL_THRESHOLD = 32768
