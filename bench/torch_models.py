@@ -126,13 +126,19 @@ def _mlp_case(batch, n_in, hidden, n_out) -> ModelCase:
                      twin=lambda: _mlp_case(2, 8, 8, 4))
 
 
-def _encoder_case(batch, seq, vocab, d_model, heads, d_ff, layers) -> ModelCase:
+def _tokens(batch, seq, vocab, seed):
+    """A fixed batch of (inputs, targets) token ids."""
     def data():
-        g = torch.Generator().manual_seed(2)
+        g = torch.Generator().manual_seed(seed)
         return (torch.randint(0, vocab, (batch, seq), generator=g),
                 torch.randint(0, vocab, (batch, seq), generator=g))
+    return data
+
+
+def _encoder_case(batch, seq, vocab, d_model, heads, d_ff, layers) -> ModelCase:
     return ModelCase(f"transformer b{batch}x{seq}",
-                     _seeded(lambda: TinyEncoder(vocab, d_model, heads, d_ff, layers)), data,
+                     _seeded(lambda: TinyEncoder(vocab, d_model, heads, d_ff, layers)),
+                     _tokens(batch, seq, vocab, 2),
                      token_loss,
                      f"Embedding({vocab}, {d_model}), {layers} TransformerEncoderLayer ({heads} "
                      f"heads, ff {d_ff}, dropout 0), LayerNorm, Linear head, cross entropy",
@@ -140,12 +146,9 @@ def _encoder_case(batch, seq, vocab, d_model, heads, d_ff, layers) -> ModelCase:
 
 
 def _gpt_case(batch, seq, vocab, d_model, heads, layers) -> ModelCase:
-    def data():
-        g = torch.Generator().manual_seed(3)
-        return (torch.randint(0, vocab, (batch, seq), generator=g),
-                torch.randint(0, vocab, (batch, seq), generator=g))
     return ModelCase(f"GPT b{batch}x{seq}",
-                     _seeded(lambda: TinyGPT(vocab, seq, d_model, heads, layers)), data,
+                     _seeded(lambda: TinyGPT(vocab, seq, d_model, heads, layers)),
+                     _tokens(batch, seq, vocab, 3),
                      token_loss,
                      f"token + position Embedding({vocab}, {d_model}), {layers} causal pre-norm "
                      f"blocks ({heads} heads, SDPA, exact GELU MLP 4x), LayerNorm, Linear head, "
