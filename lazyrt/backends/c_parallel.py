@@ -13,9 +13,11 @@ compiles them with ``-DLZ_PAR_MIN=<n>``, ``n`` from :func:`parallel_min`:
   lightest kind generated kernels run, so its break-even is the largest) timed
   on one thread and on the team, the team woken first (kernels of one program
   run back to back), at every power of two from 2^10 to 2^20 elements, the
-  fastest of five runs of each. ``n`` is the smallest size from which the team
+  fastest of five samples of about a millisecond each (a loaded machine slows
+  the samples, not the probe: it takes well under a second). ``n`` is the smallest size from which the team
   is at least :data:`MIN_GAIN` faster at that size and every larger one,
-  within [2^12, 2^18]. The outcome is kept in ``<cache>/parallel/``, keyed by
+  within [2^12, 2^18] (2^18 too where the team never won: with several threads
+  that is a machine busy while it was measured, and kernels still need the team). The outcome is kept in ``<cache>/parallel/``, keyed by
   the CPU, the thread count and this probe, so every process on the host uses
   the same ``n`` and measures nothing.
 
@@ -29,8 +31,11 @@ import ctypes
 import hashlib
 import json
 import os
+import subprocess
+import tempfile
 
 from .. import cache
+from ..errors import BackendError
 from ..lowering.c import PARALLEL_THRESHOLD
 from .c_compiler import _host_cpu
 
@@ -58,20 +63,23 @@ double lz_probe_parallel(int64_t n, int team)
     float *c = aligned_alloc(64, (size_t)n * 4 + 64);
     if (!a || !b || !c) { free(a); free(b); free(c); return -1.0; }
     for (int64_t i = 0; i < n; i++) { a[i] = (float)i; b[i] = 1.0f; c[i] = 0.0f; }
-    int reps = (int)(4000000 / n) + 4;
+    /* each sample runs for about a millisecond: a loaded machine (a team
+     * descheduled mid-region) makes samples slower, never the probe endless */
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         lz_probe_kernel(a, b, c, n, 1);
-        double t0 = omp_get_wtime();
-        for (int q = 0; q < reps; q++) lz_probe_kernel(a, b, c, n, team);
-        double t = (omp_get_wtime() - t0) / reps;
-        if (t < best) best = t;
+        double t0 = omp_get_wtime(), t = 0.0;
+        int reps = 0;
+        do {
+            lz_probe_kernel(a, b, c, n, team);
+            reps++;
+            t = omp_get_wtime() - t0;
+        } while (t < 1e-3 && reps < 100000);
+        if (t / reps < best) best = t / reps;
     }
     free(a); free(b); free(c);
     return best;
 }
-
-int lz_probe_threads(void) { return omp_get_max_threads(); }
 """
 
 _CHOSEN: dict = {}
@@ -79,7 +87,9 @@ _CHOSEN: dict = {}
 
 def parallel_min(compiler) -> int:
     """The element count above which this host's kernels run on the team
-    (see the module docstring); ``compiler`` compiles the probe."""
+    (see the module docstring); ``compiler`` (a CCompiler: its command and
+    flags) builds the probe. Never raises: where nothing can be measured
+    (no compiler, no cache) it is :data:`PARALLEL_THRESHOLD`."""
     forced = os.environ.get("LAZYRT_PARALLEL_MIN", "").strip()
     if forced:
         if not forced.isdigit():
@@ -93,7 +103,8 @@ def parallel_min(compiler) -> int:
 
 def measurement(compiler) -> dict:
     """``{"n": threshold, "threads": t, "one": {size: s}, "team": {size: s}}`` of
-    this host (from the cache, or measured now)."""
+    this host (from the cache, or measured now), with ``"why"`` where ``n`` is
+    the default because nothing could be measured."""
     return _measured(compiler)
 
 
@@ -105,42 +116,76 @@ def choose(one: dict, team: dict) -> int:
             winning = size
         else:
             break
-    if winning is None:
-        return NEVER
+    if winning is None:  # with several threads: a loaded machine, not a fact of the host
+        return CLAMP[1]
     return min(max(winning, CLAMP[0]), CLAMP[1])
 
 
+def omp_threads() -> int:
+    """The OpenMP team size kernels get: ``$OMP_NUM_THREADS``'s first level, else
+    the CPUs this process may run on."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if first.isdigit() and int(first) > 0:
+        return int(first)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _measured(compiler) -> dict:
-    lib = compiler.load("lz_probe_parallel", _PROBE)
-    probe, threads = lib.lz_probe_parallel, lib.lz_probe_threads
-    probe.restype, probe.argtypes = ctypes.c_double, (ctypes.c_int64, ctypes.c_int)
-    threads.restype = ctypes.c_int
-    t = threads()
-    key = hashlib.sha256(f"{_host_cpu()}\0{t}\0{_PROBE}\0{SIZES}\0{MIN_GAIN}".encode()) \
-        .hexdigest()[:16]
-    root = cache.cache_root()
-    folder = cache.CacheFolder(os.path.join(root, "parallel"), root,
-                               what="parallel thresholds")
-    name = f"threshold-{key}.json"
-    found = folder.find(name)
-    if found:
-        try:
+    threads = omp_threads()
+    flags = [f for f in compiler.flags if not f.startswith("-DLZ_PAR_MIN=")]
+    key = hashlib.sha256(f"{_host_cpu()}\0{threads}\0{_PROBE}\0{SIZES}\0{MIN_GAIN}\0"
+                         f"{flags}".encode()).hexdigest()[:16]
+    name, folder = f"threshold-{key}.json", None
+    try:
+        root = cache.cache_root()
+        folder = cache.CacheFolder(os.path.join(root, "parallel"), root,
+                                   what="parallel thresholds", warn=False)
+        found = folder.find(name)
+        if found:
             with open(found) as f:
                 kept = json.load(f)
             if isinstance(kept.get("n"), int):
                 return kept
-        except (OSError, ValueError, AttributeError):
-            pass  # unreadable: measure again
-    if t <= 1:
-        result = {"n": NEVER, "threads": t, "one": {}, "team": {}}
+    except (OSError, ValueError, AttributeError, BackendError):
+        pass  # no cache, or an unreadable entry: measure (and keep it if we can)
+    if threads <= 1:
+        result = {"n": NEVER, "threads": threads, "one": {}, "team": {}}
     else:
-        one = {n: probe(n, 0) for n in SIZES}
-        team = {n: probe(n, 1) for n in SIZES}
-        if any(v <= 0 for v in list(one.values()) + list(team.values())):
-            return {"n": PARALLEL_THRESHOLD, "threads": t, "one": {}, "team": {}}
-        result = {"n": choose(one, team), "threads": t, "one": one, "team": team}
+        try:
+            one, team = _probe(compiler)
+        except (OSError, subprocess.SubprocessError, BackendError) as e:
+            return {"n": PARALLEL_THRESHOLD, "threads": threads, "one": {}, "team": {},
+                    "why": f"not measured ({e})"}
+        result = {"n": choose(one, team), "threads": threads, "one": one, "team": team}
     try:
-        folder.write(name, json.dumps(result).encode())
-    except OSError:
+        if folder is not None:
+            folder.write(name, json.dumps(result).encode())
+    except (OSError, BackendError):
         pass  # kept for this process only
     return result
+
+
+def _probe(compiler) -> tuple:
+    """Times per size on one thread and on the team, from the probe built in a
+    temporary folder (not the kernel cache: it is no kernel)."""
+    with tempfile.TemporaryDirectory(prefix="lazyrt-parallel-") as tmp:
+        src, lib_path = os.path.join(tmp, "probe.c"), os.path.join(tmp, "probe.so")
+        with open(src, "w") as f:
+            f.write(_PROBE)
+        flags = [f for f in compiler.flags if not f.startswith("-DLZ_PAR_MIN=")]
+        built = subprocess.run(compiler._compiler_argv() + flags
+                               + ["-o", lib_path, src, "-lm"], capture_output=True, text=True,
+                               timeout=120)
+        if built.returncode:
+            raise BackendError(built.stderr.strip()[-300:] or "the probe did not build")
+        lib = ctypes.CDLL(lib_path)
+        probe = lib.lz_probe_parallel
+        probe.restype, probe.argtypes = ctypes.c_double, (ctypes.c_int64, ctypes.c_int)
+        one = {n: probe(n, 0) for n in SIZES}
+        team = {n: probe(n, 1) for n in SIZES}
+    if any(v <= 0 for v in list(one.values()) + list(team.values())):
+        raise BackendError("the probe could not allocate its arrays")
+    return one, team

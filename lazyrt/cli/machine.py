@@ -136,9 +136,11 @@ def _check_vectors():
 
 
 def _check_parallel():
-    from ..backends.c_compiler import CCompiler
+    from ..backends.c import CBackend
     from ..backends.c_parallel import NEVER, measurement
-    m = measurement(CCompiler())
+    m = measurement(CBackend().compiler)
+    if "why" in m:
+        return WARN, f"kernels of more than {m['n']} elements run on the team: {m['why']}"
     if m["n"] == NEVER:
         return PASS, f"{m['threads']} thread(s): every kernel runs on one"
     return PASS, (f"kernels of more than {m['n']} elements run on {m['threads']} threads "
