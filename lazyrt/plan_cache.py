@@ -65,9 +65,10 @@ def fingerprint() -> bytes:
     if not _fingerprint:
         from . import dtypes, graph, planner
         from ._version import __version__
-        from .planner import fusion, kernel_builder, kernel_ir, passes, schedule, strided
+        from .planner import (fusion, kernel_builder, kernel_ir, passes, policy, schedule,
+                              strided)
         h = hashlib.sha256(f"{__version__} {sys.version_info[:2]}".encode())
-        for mod in (fusion, kernel_builder, kernel_ir, passes, schedule, strided, planner,
+        for mod in (fusion, kernel_builder, kernel_ir, passes, policy, schedule, strided, planner,
                     ops, dtypes, graph, sys.modules[__name__]):
             with open(mod.__file__, "rb") as f:
                 h.update(f.read())

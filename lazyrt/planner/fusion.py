@@ -20,7 +20,7 @@ Everything else is fused:
 
 Legality lives in :class:`KernelBuilder` (an illegal fusion raises
 :class:`Replan` naming the node to realize and why) and in the backend's
-:class:`Capabilities`; profitability in :class:`FusionPolicy`. Every fusion
+:class:`Capabilities`; profitability in :class:`FusionPolicy` (``policy.py``). Every fusion
 not taken is a :class:`Refusal` in the plan, with its reason. The planner
 sees only the Graph, never tensors.
 """
@@ -37,66 +37,10 @@ from .. import ops
 from . import strided as S
 from .kernel_builder import KernelBuilder, Replan
 from .kernel_ir import KernelInput, KernelOutput, coalesce
+from .policy import FusionPolicy, size_text
 from .schedule import (DEPTH, LEGALITY, RECOMPUTE, Buffer, BufferView, Capabilities,
                        KernelStep, MatmulStep, OpaqueStep, Plan, Refusal, fold_epilogues,
                        merge_siblings, order_steps, reads, sibling_refusals, writes)
-
-
-class FusionPolicy:
-    """Profitability: which legal fusions the planner takes. Each decision is a
-    method or a field; change one in a subclass and the plan's ``refusals``
-    say what it refused and why.
-
-    Recomputing a shared producer inside each kernel that needs it saves
-    writing and re-reading it (2 * bytes per element) at the price of its
-    arithmetic; on a memory-bound machine that pays unless the producer is a
-    long chain feeding many kernels.
-    """
-    #: most extra op evaluations per element that recomputing a shared producer
-    #: may cost; None: no limit, every shared producer is recomputed (the plans
-    #: the golden tests and benchmarks hold)
-    max_recompute_ops: int | None = None
-    #: longest chain of ops fused into one kernel; past it a value is stored.
-    #: Bounds compile time and the planner's recursion on very long chains.
-    max_fused_depth = 96
-
-    #: least bytes a store must save to be worth it: below, the launch it may add
-    #: costs more than moving the bytes (a few microseconds, at L2 bandwidth)
-    min_bytes_saved = 256 * 1024
-
-    def inline_shared(self, n_kernels: int, subtree_ops: int, read_bytes: float = 0.0,
-                      value_bytes: float = 0.0) -> bool:
-        """Whether a producer of ``subtree_ops`` ops (its own and those it
-        computes from) that ``n_kernels`` kernels need is computed in each of
-        them, rather than stored by one and loaded by the others.
-
-        Computing it reads ``read_bytes`` of stored values (what its subtree
-        loads, a broadcast operand by its share of the elements) and storing it
-        writes ``value_bytes`` once. Recomputed, the ``n`` kernels read
-        ``n * read``; stored, one kernel reads ``read`` and writes the value, the
-        others read the value: ``read + n * value``. It is stored where that
-        saves ``min_bytes_saved`` or more: a residual stream of five adds,
-        recomputed in every layer norm that reads it, read six tensors per pass
-        where storing reads one."""
-        if n_kernels <= 1:
-            return True
-        saved = (n_kernels - 1) * read_bytes - n_kernels * value_bytes
-        if read_bytes and saved >= self.min_bytes_saved:
-            return False
-        return (self.max_recompute_ops is None
-                or subtree_ops * (n_kernels - 1) <= self.max_recompute_ops)
-
-    def merge_siblings(self, first, second) -> bool:
-        """Whether two independent kernels (KernelSpecs) over one domain that read
-        a common buffer run as one loop: it reads that buffer once and saves a
-        launch, at no cost in memory traffic, so they do."""
-        return True
-
-    def fold_epilogue(self, epilogue) -> bool:
-        """Whether the pointwise kernel (a KernelSpec) that alone reads a matmul's
-        product runs in the matmul's epilogue, where the backend's matmul has
-        one: the product is then never written or read back, so it does."""
-        return True
 
 
 class _Recompute(Exception):
@@ -515,9 +459,9 @@ class _Planner:
             if not self.policy.inline_shared(n, n_ops, read, value):
                 by_bytes = self.policy.inline_shared(n, n_ops)
                 stored[i] = (RECOMPUTE, f"{n} kernels need it: recomputing its {n_ops} ops in "
-                             + (f"each (reading {_size(read)}) moves "
-                                f"{_size((n - 1) * read - n * value)} more than storing it "
-                                f"({_size(value)})" if by_bytes
+                             + (f"each (reading {size_text(read)}) moves "
+                                f"{size_text((n - 1) * read - n * value)} more than storing it "
+                                f"({size_text(value)})" if by_bytes
                                 else "each costs more than storing it")
                              + f" ({type(self.policy).__name__}.inline_shared)")
                 if not by_bytes:
@@ -586,13 +530,6 @@ class _Planner:
         if base not in buf_of:
             raise AssertionError(f"lazyrt internal: operand %{i} has no buffer")
         return BufferView(buf_of[base], self.strided_through(base, chain))
-
-
-def _size(nbytes) -> str:
-    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{int(nbytes)} B"
 
 
 def _numel(shape) -> int:
