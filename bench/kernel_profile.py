@@ -16,8 +16,8 @@ gets its median time, and from its plan step:
 * the cache level its data lives in: the smallest of L2 (per core), L3 or DRAM
   that holds its bytes, and that level's bandwidth, measured on this host at
   the start of the run (``torch.add(a, b, out=c)`` on the same threads, at a
-  working set of half the L2s, 8x the L2s, and 256 MiB); the *fraction of bound* is the time the bytes
-  need at that bandwidth over the measured time.
+  working set of half the L2s, 8x the L2s, and 256 MiB); the *fraction of
+  bound* is the time the bytes need at that bandwidth over the measured time.
 
 Eager's side is ``torch.profiler`` on the eager step: the self time of each
 aten op, classed the same way (mm/bmm/addmm/attention: products; norms,

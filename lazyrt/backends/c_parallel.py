@@ -9,17 +9,17 @@ compiles them with ``-DLZ_PAR_MIN=<n>``, ``n`` from :func:`parallel_min`:
 
 * ``$LAZYRT_PARALLEL_MIN`` when set (an element count);
 * 2^62 (never parallel) with one OpenMP thread;
-* else measured: a two-input pointwise kernel (``c = a * 1.5 + b * 0.5``, the
-  lightest kind generated kernels run, so its break-even is the largest) timed
-  on one thread and on the team, the team woken first (kernels of one program
-  run back to back), at every power of two from 2^10 to 2^20 elements, the
-  fastest of five samples of about a millisecond each (a loaded machine slows
-  the samples, not the probe: it takes well under a second). ``n`` is the smallest size from which the team
-  is at least :data:`MIN_GAIN` faster at that size and every larger one,
-  within [2^12, 2^18] (2^18 too where the team never won: with several threads
-  that is a machine busy while it was measured, and kernels still need the team). The outcome is kept in ``<cache>/parallel/``, keyed by
-  the CPU, the thread count and this probe, so every process on the host uses
-  the same ``n`` and measures nothing.
+* else measured: a two-input pointwise kernel (``c = a * 1.5 + b * 0.5``, the lightest
+  kind generated kernels run, so its break-even is the largest) timed on one thread and on
+  the team, the team woken first (kernels of one program run back to back), at every power
+  of two from 2^10 to 2^20 elements, the fastest of five samples of about a millisecond
+  each (a loaded machine slows the samples, not the probe: it takes well under a second).
+  ``n`` is the smallest size from which the team is at least :data:`MIN_GAIN` faster at
+  that size and every larger one, within [2^12, 2^18] (2^18 too where the team never won:
+  with several threads that is a machine busy while it was measured, and kernels still
+  need the team). The outcome is kept in ``<cache>/parallel/``, keyed by the CPU, the
+  thread count and this probe, so every process on the host uses the same ``n`` and
+  measures nothing.
 
 Measured on a 2-core Intel Xeon (Emerald Rapids): one thread 0.29 us at 2^10
 elements, 2.1 at 2^14, 3.8 at 2^15; the team 0.92, 2.0, 2.7: the team wins

@@ -31,13 +31,12 @@ class FusionPolicy:
         computes from) that ``n_kernels`` kernels need is computed in each of
         them, rather than stored by one and loaded by the others.
 
-        Computing it reads ``read_bytes`` of stored values (each value its
-        subtree loads, in full) and storing it writes ``value_bytes`` once. Recomputed, the ``n`` kernels read
-        ``n * read``; stored, one kernel reads ``read`` and writes the value, the
-        others read the value: ``read + n * value``. It is stored where that
-        saves ``min_bytes_saved`` or more: a residual stream of five adds,
-        recomputed in every layer norm that reads it, read six tensors per pass
-        where storing reads one."""
+        Computing it reads ``read_bytes`` of stored values (each value its subtree loads,
+        in full) and storing it writes ``value_bytes`` once. Recomputed, the ``n`` kernels
+        read ``n * read``; stored, one kernel reads ``read`` and writes the value, the
+        others read the value: ``read + n * value``. It is stored where that saves
+        ``min_bytes_saved`` or more: a residual stream of five adds, recomputed in every
+        layer norm that reads it, read six tensors per pass where storing reads one."""
         if n_kernels <= 1:
             return True
         saved = (n_kernels - 1) * read_bytes - n_kernels * value_bytes
