@@ -96,7 +96,7 @@ class ReductionEmitter:
         elem_outs = [(k, s.outputs[k]) for k in self.layout.elem_outputs]
         if self.column_form(elem_outs):
             self.cached = []
-            return self.column_body(row_outs)
+            return self.column_body(row_outs, elem_outs)
         self.cached = self.row_cache_plan(elem_outs)
         r = self.red[0] if self.red else 0
         # rows whose element outputs are contiguous along the row: stored in
@@ -116,7 +116,7 @@ class ReductionEmitter:
         if self.outer:
             collapse = f" collapse({len(self.outer)})" if len(self.outer) > 1 else ""
             if self.cached or stream:
-                self.line(depth, "#pragma omp parallel if(parallel: total > LZ_PAR_MIN)")
+                self.line(depth, "#pragma omp parallel if(parallel: lz_work > LZ_PAR_MIN)")
                 self.line(depth, "{")
                 depth += 1
                 if stream:
@@ -128,7 +128,7 @@ class ReductionEmitter:
                 self.line(depth, f"#pragma omp for{collapse} schedule(static)")
             else:
                 self.line(depth, f"#pragma omp parallel for{collapse} "
-                                 "if(parallel: total > LZ_PAR_MIN) schedule(static)")
+                                 "if(parallel: lz_work > LZ_PAR_MIN) schedule(static)")
             top = depth
             for a in self.outer:
                 self.line(depth, f"for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
@@ -188,31 +188,41 @@ class ReductionEmitter:
         with a stride, one kept axis read contiguously. Kept index by kept
         index, each output was one strided column walk (10x NumPy's time at
         256x512; 0.7 ms for a 32x64x128 LayerNorm weight gradient, 6 GB/s);
-        :meth:`column_body` walks rows and adds COLUMN_LANES neighbours at once."""
-        if len(self.outer) != 1 or elem_outs:
+        :meth:`column_body` walks rows and adds COLUMN_LANES neighbours at once.
+        It visits each element once, in the order of a row-major array: an
+        element output needing no sum (the embedding sum a LayerNorm's weight
+        gradient also stores) is stored there, contiguously (a row per kept
+        index, strided, was 0.3 ms for 512x128)."""
+        o = self.outer[0] if len(self.outer) == 1 else None
+        if o is None or any(self.layout.stage[out.value] or out.index.strides[o] != 1
+                            for _, out in elem_outs):
             return False
         if len(self.layout.passes) != 1 or any(combine_of(st) is not Combine.SUM
                                                for st in self.layout.passes[0]):
             return False
-        o = self.outer[0]
+        # a row gathered by an index that varies along the reduce axes (an
+        # embedding's gradient-sized sums) varies along them as a strided walk does
+        gathered = {st.attr[0] for st in self.s.body
+                    if st.op == "gather" and self.elem[st.args[0]]}
         strides = [i.index.strides for i in self.s.inputs]
         # an input constant along the kept axis (a row's mean) is one value for all lanes
-        lanes = [st for st in strides if st[o] != 0]
-        return (all(st[r] != 1 for st in lanes for r in self.red)
-                and any(st[o] == 1 and any(st[r] != 0 for r in self.red) for st in lanes))
+        lanes = [(k, st) for k, st in enumerate(strides) if st[o] != 0]
+        return (all(st[r] != 1 for _, st in lanes for r in self.red)
+                and any(st[o] == 1 and (k in gathered or any(st[r] != 0 for r in self.red))
+                        for k, st in lanes))
 
-    def column_body(self, row_outs):
+    def column_body(self, row_outs, elem_outs=()):
         """Blocks of COLUMN_LANES neighbouring kept indices per OpenMP iteration; for
         each, the rows in order (the outer reduce axes as plain loops around the
         innermost one), each adding its lanes in one simd loop into a per-lane
         accumulator (float sums: in float per ROW_BLOCK rows of the innermost
         reduce axis, then in double, as a row pass adds). Row values are computed
-        per lane, then the results stored."""
+        per lane, then the results stored; element outputs as each lane is done."""
         o, r, lanes = self.outer[0], self.red[-1], COLUMN_LANES
         reduces = self.layout.passes[0]
         args = [st.args[0] for st in reduces]
         parts = [st for st in reduces if self.float_partial(st)]
-        self.line(1, "#pragma omp parallel for if(parallel: total > LZ_PAR_MIN) "
+        self.line(1, "#pragma omp parallel for if(parallel: lz_work > LZ_PAR_MIN) "
                      "schedule(static)")
         self.line(1, f"for (int64_t c{o} = 0; c{o} < n{o}; c{o} += {lanes}) {{")
         d = 2
@@ -231,17 +241,21 @@ class ReductionEmitter:
             self.line(d + 1, f"float part{st.id}[{lanes}];")
             self.line(d + 1, f"for (int64_t j = 0; j < {lanes}; j++) part{st.id}[j] = 0;")
         self.line(d + 1, f"for (int64_t i{r} = b{r}; i{r} < e{r}; i{r}++) {{")
+        done = set(self.row_done)
+        targets = args + [out.value for _, out in elem_outs]
+        self.hoist_along(d + 2, o, targets)
         self.line(d + 2, "#pragma omp simd")
         self.line(d + 2, f"for (int64_t j = 0; j < w{o}; j++) {{")
         inner = d + 3
         self.line(inner, f"const int64_t i{o} = c{o} + j;")
-        done = set(self.row_done)
-        sids = self.needed(args)
+        sids = self.needed(targets)
         self.compute(sids, inner, False)  # row values: per lane here
         self.compute(sids, inner, True)
         self.row_done = done
         for st in reduces:
             self.accumulate(st, inner, f"part{st.id}[j]" if st in parts else f"acc{st.id}[j]")
+        for k, out in elem_outs:
+            self.store(k, out, inner)
         self.line(d + 2, "}")
         self.line(d + 1, "}")
         for st in parts:
@@ -272,7 +286,7 @@ class ReductionEmitter:
                 pragma = None  # argmax/argmin: the first index wins, in order
             elif k == 0 and parallel:
                 pragma = (f"#pragma omp parallel for{' simd' if innermost else ''} {clause} "
-                          "if(parallel: total > LZ_PAR_MIN)")
+                          "if(parallel: lz_work > LZ_PAR_MIN)")
             elif innermost:
                 pragma = f"#pragma omp simd {clause}"
             else:
@@ -329,7 +343,7 @@ class ReductionEmitter:
         threads' results."""
         a, k = self.red[0], FULL_STREAMS
         self.line(depth, f"#pragma omp parallel {' '.join(clauses)} "
-                         "if(parallel: total > LZ_PAR_MIN)")
+                         "if(parallel: lz_work > LZ_PAR_MIN)")
         self.line(depth, "{")
         d = depth + 1
         self.line(d, "const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();")

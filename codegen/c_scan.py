@@ -70,7 +70,7 @@ class ScanEmitter:
             self.line(1, "{")
             return 2
         collapse = f" collapse({len(axes)})" if len(axes) > 1 else ""
-        self.line(1, f"#pragma omp parallel for{collapse} if(parallel: total > LZ_PAR_MIN) "
+        self.line(1, f"#pragma omp parallel for{collapse} if(parallel: lz_work > LZ_PAR_MIN) "
                      "schedule(static)")
         for d, a in enumerate(axes):
             var = f"b{a}" if a in steps else f"i{a}"

@@ -73,18 +73,14 @@ def kernel_layout(spec: KernelSpec) -> KernelLayout:
     """
     _check_rounded(spec)
     red = spec.reduce_axes
-    n = len(spec.body)
-    elem, stage = [False] * n, [0] * n
+    elem = varies_along(spec, red)
+    stage = [0] * len(spec.body)
     for st in spec.body:
-        if st.op in ("load", "gather"):  # a gather also varies with its loaded index
-            strides = spec.inputs[st.attr if st.op == "load" else st.attr[0]].index.strides
-            elem[st.id] = any(strides[a] != 0 for a in red) or any(elem[a] for a in st.args)
-        elif st.op in ("scalar", "const"):
+        if st.op in ("load", "gather", "scalar", "const"):
             pass
         elif st.op == "reduce" and red:
             stage[st.id] = stage[st.args[0]] + 1
         else:
-            elem[st.id] = any(elem[a] for a in st.args)
             stage[st.id] = max((stage[a] for a in st.args), default=0)
     reduces = [st for st in spec.body if st.op == "reduce" and red]
     count = max((stage[st.id] for st in reduces), default=0)
@@ -95,6 +91,22 @@ def kernel_layout(spec: KernelSpec) -> KernelLayout:
                         tuple(k for k, e in enumerate(per_elem) if not e),
                         tuple(k for k, e in enumerate(per_elem) if e),
                         scalar_reads(spec), loop_invariant(spec))
+
+
+def varies_along(spec: KernelSpec, axes) -> list:
+    """Per statement of ``spec``: whether its value varies along any of ``axes``
+    (a load or gather whose address strides along one, or an op of such a value;
+    a gather also varies with its loaded index). A reduction's result is one
+    value per row (a ``reduce`` over no axes, in a kernel without reduce axes,
+    is its argument)."""
+    varies = [False] * len(spec.body)
+    for st in spec.body:
+        if st.op in ("load", "gather"):
+            strides = spec.inputs[st.attr if st.op == "load" else st.attr[0]].index.strides
+            varies[st.id] = any(strides[a] != 0 for a in axes) or any(varies[a] for a in st.args)
+        elif st.op not in ("scalar", "const") and not (st.op == "reduce" and spec.reduce_axes):
+            varies[st.id] = any(varies[a] for a in st.args)
+    return varies
 
 
 def loop_invariant(spec: KernelSpec) -> tuple:

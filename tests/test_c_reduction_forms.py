@@ -303,3 +303,42 @@ def test_column_sums_of_nan_inf_and_views(backend):
     x = np.random.default_rng(3).standard_normal((1 << 14, 130), dtype=np.float32) + 1
     got = lr.tensor(x).sum(axis=0).numpy().astype(np.float64)
     np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=0), rtol=1e-6)
+
+
+def _run_spec(spec, inputs, outputs):
+    """Compile the C emitter's source for ``spec`` and run it on NumPy arrays
+    (buffers in the order inputs, outputs), as a program launches a kernel."""
+    import ctypes
+    from lazyrt.backends.c import CBackend
+    from lazyrt.codegen.c import emit_c
+    kernel = emit_c(spec)
+    fn = getattr(CBackend().compiler.load(kernel.name, kernel.source), kernel.symbol)
+    arrays = list(inputs) + list(outputs)
+    bufs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    ia = (ctypes.c_int64 * max(1, len(kernel.iargs)))(*kernel.iargs)
+    fn(bufs, ia, None)
+    return kernel.source
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 2), (5, 70), (ROW_BLOCK + 3, 64), (300, 130)])
+def test_column_walk_stores_element_outputs_as_it_goes(backend, rows, cols):
+    """A column sum that also stores an element output needing no sum (a
+    LayerNorm weight gradient beside the embedding sum it stores) keeps the
+    column walk and stores each element once, in the lane loop: squares and
+    their column sums equal NumPy's, every element written."""
+    from lazyrt import ops
+    from lazyrt import dtypes as D
+    from lazyrt.planner.kernel_ir import IndexMap, KernelInput, KernelOutput, KernelSpec, Stmt
+    a = np.random.default_rng(rows + cols).integers(-9, 10, (rows, cols)).astype(np.float32)
+    body = (Stmt(0, "load", D.FLOAT32, (), 0), Stmt(1, ops.MUL, D.FLOAT32, (0, 0)),
+            Stmt(2, "reduce", D.FLOAT32, (1,), "sum", D.FLOAT64))
+    spec = KernelSpec("k0_fused_mul_sum", (rows, cols), (0,),
+                      (KernelInput(0, D.FLOAT32, IndexMap(0, (cols, 1))),), (), body,
+                      (KernelOutput(1, D.FLOAT32, IndexMap(0, (0, 1)), 2),
+                       KernelOutput(2, D.FLOAT32, IndexMap(0, (cols, 1)), 1)))
+    sums, squares = np.full(cols, np.nan, np.float32), np.full((rows, cols), np.nan, np.float32)
+    source = _run_spec(spec, [a], [sums, squares])
+    np.testing.assert_array_equal(squares, a * a)
+    np.testing.assert_array_equal(sums, (a * a).sum(axis=0))
+    if rows > 1:
+        assert re.search(r"part\d+\[j\] \+= v\d+;\n\s+out1\[", source), source

@@ -8,6 +8,8 @@ import gc
 import sys
 import logging
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -311,6 +313,39 @@ def test_c_scatter_add_is_deterministic_and_exact_across_threads():
 
 
 # --- kernels ---------------------------------------------------------------------------
+
+def _c_sources():
+    return [k.source for k in lr.debug.last_record().kernels]
+
+
+@pytest.mark.parametrize("rows,dim", [(6, 4), (40, 130), (5, 1), (0, 8), (7, 0), (1, 1)])
+def test_c_gathers_whole_rows_from_a_row_base(rows, dim):
+    """An embedding lookup (one index per row, broadcast along the row) reads
+    each row from an offset computed once per row (``in1[i1 + g3]``), not with
+    a clamp per element: the same values as NumPy for negative indices, size-0
+    rows and tables, and in a column sum (a LayerNorm weight's gradient) that
+    also stores the gathered sum element by element."""
+    if "c" not in lr.available_backends():
+        pytest.skip("no C compiler")
+    w, pos = data((10, dim), np.float32), data((rows, dim), np.float32)
+    scale = data((rows, 1), np.float32)
+    idx = indices((rows, 1), 10)
+    full = np.broadcast_to(idx, (rows, dim))
+    want_x = np.take_along_axis(w, full, axis=0) + pos
+    want_y = (want_x * scale).sum(axis=0)
+    with lr.backend("c"):
+        ix = lr.broadcast_to(lr.asarray(idx), (rows, dim))
+        x = lr.take_along_axis(lr.asarray(w), ix, axis=0) + lr.asarray(pos)
+        assert_matches(x, want_x, rtol=0, atol=0)
+        if rows and dim:
+            assert any(re.search(r"\+ g\d+\]", src) for src in _c_sources()), _c_sources()
+        x = lr.take_along_axis(lr.asarray(w), ix, axis=0) + lr.asarray(pos)
+        y = (x * lr.asarray(scale)).sum(axis=0)
+        lr.sync(x, y)
+        assert_matches(x, want_x, rtol=0, atol=0)
+        assert_matches(y, want_y, rtol=1e-5, atol=1e-4)
+
+
 
 def test_compiled_backends_run_gather_and_scatter_as_generated_kernels(backend):
     if backend not in ("c", "triton"):
