@@ -17,7 +17,7 @@ compiles them with ``-DLZ_PAR_MIN=<n>``, ``n`` from :func:`parallel_min`:
   ``n`` is the smallest size from which the team is at least :data:`MIN_GAIN` faster at
   that size and every larger one, within [2^12, 2^18] (2^18 too where the team never won:
   with several threads that is a machine busy while it was measured, and kernels still
-  need the team). The outcome is kept in ``<cache>/parallel/``, keyed by the CPU, the
+  need the team; that outcome is not kept, so a later process measures again). The outcome is kept in ``<cache>/parallel/``, keyed by the CPU, the
   thread count and this probe, so every process on the host uses the same ``n`` and
   measures nothing.
 
@@ -160,6 +160,11 @@ def _measured(compiler) -> dict:
             return {"n": PARALLEL_THRESHOLD, "threads": threads, "one": {}, "team": {},
                     "why": f"not measured ({e})"}
         result = {"n": choose(one, team), "threads": threads, "one": one, "team": team}
+        if not any(team[n] <= MIN_GAIN * one[n] for n in one):
+            # a busy machine (a test run beside it), not a fact of the host: the
+            # next process measures again rather than every kernel on 2^18 for good
+            result["why"] = "the team never won: the machine was busy; not kept"
+            return result
     try:
         if folder is not None:
             folder.write(name, json.dumps(result).encode())
