@@ -288,3 +288,55 @@ def test_a_boolean_mask_is_a_barrier_on_the_mask_only(backend, fresh_metrics, sh
 def test_a_mask_that_does_not_match_the_leading_axes_is_an_index_error():
     with pytest.raises(IndexError, match=r"mask of shape \(2,\).*shape \(3,\)"):
         lr.tensor(np.arange(3.0))[np.array([True, False])]
+
+
+@pytest.mark.parametrize("shapes_axis", [
+    ([(512, 128), (512, 128), (512, 64)], 1),      # attention's q, k, v gradients
+    ([(70000,), (3,), (65536,)], 0),                # few long rows, cut in chunks
+    ([(2, 3, 5), (2, 0, 5), (2, 4, 5)], 1),         # an empty operand
+    ([(4, 300, 7), (4, 300, 9)], 2),
+])
+def test_c_concat_copies_on_the_kernels_threads(shapes_axis):
+    """On the C backend a concat of row-contiguous operands (fresh results,
+    slices, views with a row stride) is one C launch, equal to NumPy's; a
+    transposed operand keeps the host copy and is equal too."""
+    if "c" not in lr.available_backends():
+        pytest.skip("no C compiler")
+    shapes, axis = shapes_axis
+    rng = np.random.default_rng(len(shapes) + axis)
+    arrays_ = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with lr.backend("c"):
+        parts = [lr.tensor(a) * 2 for a in arrays_]
+        assert_exact(lr.concat(parts, axis=axis), np.concatenate([a * 2 for a in arrays_], axis))
+        record = lr.debug.last_record()
+        assert any(k.name == "concat" and k.language == "c" for k in record.kernels), \
+            [(k.name, k.language) for k in record.kernels]
+        if len(shapes[0]) >= 2:  # every other row of a wider array: rows with a stride
+            wide = [rng.standard_normal((s[0] * 2,) + s[1:]).astype(np.float32) for s in shapes]
+            got = lr.concat([lr.tensor(w)[::2] for w in wide], axis=axis)
+            assert_exact(got, np.concatenate([w[::2] for w in wide], axis))
+            t = [rng.standard_normal(s[::-1]).astype(np.float32) for s in shapes]
+            got = lr.concat([lr.permute_dims(lr.tensor(x) + 1, tuple(range(len(s)))[::-1])
+                             for x, s in zip(t, shapes)], axis=axis)
+            assert_exact(got, np.concatenate([(x + 1).transpose() for x in t], axis))
+
+
+def test_c_concat_of_transposed_columns_and_flipped_operands():
+    """Operands stored transposed (a product's gradient), single columns, flipped
+    and broadcast views: the C concat's tiled copy equals NumPy's."""
+    if "c" not in lr.available_backends():
+        pytest.skip("no C compiler")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 70, 45)).astype(np.float32)
+    b = rng.standard_normal((3, 45, 33)).astype(np.float64)
+    c = rng.standard_normal((45, 1)).astype(np.float32)
+    with lr.backend("c"):
+        ta = lr.permute_dims(lr.tensor(a) + 1, (0, 2, 1))          # (3, 45, 70) transposed
+        tb = lr.tensor(b)[:, :, ::-1] * 1                            # (3, 45, 33) flipped
+        tc = lr.broadcast_to(lr.reshape(lr.tensor(c) * 2, (1, 45, 1)), (3, 45, 1))
+        got = lr.concat([ta, lr.astype(tb, lr.float32), tc], axis=2)
+        want = np.concatenate([(a + 1).transpose(0, 2, 1), b[:, :, ::-1].astype(np.float32),
+                               np.broadcast_to((c * 2).reshape(1, 45, 1), (3, 45, 1))], axis=2)
+        assert_exact(got, want)
+        cols = lr.concat([lr.tensor(c) * 3, lr.tensor(c) + 1], axis=1)
+        assert_exact(cols, np.concatenate([c * 3, c + 1], axis=1))

@@ -31,6 +31,7 @@ from . import gather_scatter, host
 from .base import Built, buffer_bytes, compile_graph, donation_candidates, spec_ops, view_bytes
 from .c_compiler import CCompiler, cpu_flags
 from .c_parallel import parallel_min
+from .c_copy import COPY_SOURCE, concat_args
 from .c_gemm import GEMM_SOURCE, gemm_args
 
 
@@ -317,8 +318,14 @@ class CBackend:
             return Built(launch, symbol, (step.kind,), f"{step.kind}: a generated C kernel",
                          source, "c", outcome, gather_scatter.bytes_moved(launch.spec),
                          log=self.compiler.kernel_build_log(symbol, source))
-        launch = _Opaque(step)
         nbytes = sum(view_bytes(v.view, D.DTYPES[buffers[v.buffer].dtype].itemsize)
                      for v in step.inputs) + buffer_bytes(buffers[step.out])
+        args = concat_args(step, buffers) if step.kind == host.CONCAT else None
+        if args is not None:
+            operands = tuple(v.buffer for v in step.inputs) + (step.out,)
+            launch, outcome = self._launch(step.kind, "lz_concat", COPY_SOURCE, operands, args, ())
+            return Built(launch, step.kind, (step.kind,), f"{step.kind} on the kernels' threads",
+                         COPY_SOURCE, "c", outcome, nbytes)
+        launch = _Opaque(step)
         return Built(launch, launch.name, (launch.name,), f"{launch.name} on the host (NumPy)",
                      bytes_moved=nbytes)
