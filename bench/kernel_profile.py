@@ -11,7 +11,9 @@ gets its median time, and from its plan step:
   scatter/gather step), ``host`` (concat, setslice: NumPy on the host);
 * its bytes: what the launch reads and writes, re-reads a fusion causes
   included (``bytes_moved``: an input read through a broadcast or a gather is
-  counted once per element the kernel loads);
+  counted once per element the kernel loads; plus ``reread_bytes``: a
+  reduction kernel's input read again by each later pass over the row, a
+  LayerNorm's input three times);
 * its flops (products: 2mnk per batch; kernels: one per body op per element);
 * the cache level its data lives in: the smallest of L2 (per core), L3 or DRAM
   that holds its bytes, and that level's bandwidth, measured on this host at
@@ -36,6 +38,8 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+
+from lazyrt.codegen.layout import reread_bytes
 
 CLASSES = ("products", "reductions", "pointwise", "gathers/scatters", "host")
 WATCHED_STEPS = 7
@@ -165,8 +169,9 @@ class KernelRow:
     name: str
     cls: str
     ms: float
-    nbytes: int
+    nbytes: int          # distinct bytes read and written, plus every re-read
     flops: int
+    reread: int = 0      # of nbytes: what walks after a reduction's first pass read again
     level: str = ""
     fraction: float = 0.0
     note: str = ""
@@ -240,11 +245,13 @@ def profile_lazy_step(case, bandwidths: dict, steps: int = WATCHED_STEPS) -> Ste
     the_plan = record.plan
     for i, (step, kernel) in enumerate(zip(the_plan.steps, record.kernels)):
         ms = statistics.median(times[i]) * 1e3
-        row = KernelRow(i, kernel.name, step_class(step), ms, kernel.bytes_moved,
-                        step_flops(step, the_plan.buffers),
-                        note=getattr(getattr(step, "spec", None), "comment", "") or "")
+        spec = getattr(step, "spec", None)
+        again = reread_bytes(spec) if spec is not None else 0
+        row = KernelRow(i, kernel.name, step_class(step), ms, kernel.bytes_moved + again,
+                        step_flops(step, the_plan.buffers), again,
+                        note=getattr(spec, "comment", "") or "")
         if row.nbytes and row.cls != "products":
-            row.level = level_of(row.nbytes, bandwidths)
+            row.level = level_of(kernel.bytes_moved, bandwidths)  # where the data lives
             row.fraction = row.nbytes / bandwidths[row.level][1] / (ms / 1e3) if ms else 0.0
         prof.kernels.append(row)
     prof.eager_classes = eager_classes(emodel, eopt, case, ex, ey)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from lazyrt import dtypes as D
 from lazyrt import ops
 from lazyrt.lowering import EmitError
-from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec, statements_needed
+from lazyrt.planner.kernel_ir import COMPUTED_IN, KernelSpec, is_scan, statements_needed
 from lazyrt.planner.passes import computes_wider
 
 
@@ -91,6 +91,32 @@ def kernel_layout(spec: KernelSpec) -> KernelLayout:
                         tuple(k for k, e in enumerate(per_elem) if not e),
                         tuple(k for k, e in enumerate(per_elem) if e),
                         scalar_reads(spec), loop_invariant(spec))
+
+
+def walks_reading(spec: KernelSpec) -> dict:
+    """Input number -> how many walks over a row read it, where more than one:
+    each pass of a reducing kernel reads what its reductions need, and the walk
+    storing element outputs reads what they need (a LayerNorm's input: the
+    mean's pass, the variance's, the normalized store). The first walk brings
+    the row in; the others re-read it (from cache while the row fits)."""
+    if not spec.reduce_axes or is_scan(spec):
+        return {}
+    lay = kernel_layout(spec)
+    walks = [statements_needed(spec, [st.args[0] for st in p]) for p in lay.passes]
+    if lay.elem_outputs:
+        walks.append(statements_needed(spec, [spec.outputs[k].value for k in lay.elem_outputs]))
+    counts = {}
+    for sids in walks:
+        for k in {spec.body[x].attr if spec.body[x].op == "load" else spec.body[x].attr[0]
+                  for x in sids if spec.body[x].op in ("load", "gather") and lay.elem[x]}:
+            counts[k] = counts.get(k, 0) + 1
+    return {k: n for k, n in counts.items() if n > 1}
+
+
+def reread_bytes(spec: KernelSpec) -> int:
+    """Bytes the walks after the first read again (see :func:`walks_reading`), on
+    top of :meth:`~lazyrt.planner.kernel_ir.KernelSpec.bytes_moved`."""
+    return sum((n - 1) * spec.io_bytes(k) for k, n in walks_reading(spec).items())
 
 
 def varies_along(spec: KernelSpec, axes) -> list:

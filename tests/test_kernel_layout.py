@@ -128,3 +128,23 @@ def test_an_if_clause_on_a_combined_simd_construct_names_parallel():
         y[::2] = x * 2.0
         lr.sync(y)
     np.testing.assert_array_equal(y.numpy()[::2], np.arange(64, dtype=np.float32) * 2)
+
+
+def test_rereads_count_each_later_walk_over_the_row():
+    """A layer norm written out (mean, variance, normalized store) walks its
+    input's rows three times: two re-reads counted on top of bytes_moved; a
+    plain row sum reads once."""
+    from lazyrt.codegen.layout import reread_bytes, walks_reading
+
+    def spec_of(out):
+        graph = Graph.from_capture(capture([out._node], 0))
+        (spec,) = planner.plan(graph).kernels
+        return spec
+    x = lr.tensor(np.ones((32, 100), np.float32))
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    norm = spec_of((x - mean) / lr.sqrt(var + 1e-5))
+    assert walks_reading(norm) == {0: 3}
+    assert reread_bytes(norm) == 2 * 32 * 100 * 4
+    assert walks_reading(spec_of(x.sum(axis=1))) == {} == walks_reading(spec_of(x * 2))
+    lr.sync()

@@ -118,22 +118,27 @@ class KernelSpec:
     def outer_axes(self) -> tuple:
         return tuple(a for a in range(len(self.domain)) if a not in self.reduce_axes)
 
+    def io_bytes(self, k, itemsize=lambda code: D.DTYPES[code].itemsize) -> int:
+        """The distinct bytes of input ``k`` (outputs follow the inputs) one walk
+        over the domain touches: an axis it strides along counts, and so does an
+        axis its gather's indices stride along."""
+        io = (self.inputs + self.outputs)[k]
+        moves = None  # a gather's source moves with its indices too
+        for st in self.body:
+            if st.op == "gather" and st.attr[0] == k:
+                idx = self.inputs[self.body[st.args[0]].attr].index.strides
+                moves = tuple(a or b for a, b in zip(moves or idx, idx))
+        n = 1
+        for size, stride, also in zip(self.domain, io.index.strides,
+                                      moves or (0,) * len(self.domain)):
+            if stride != 0 or also != 0:
+                n *= size
+        return n * itemsize(io.dtype)
+
     def bytes_moved(self, itemsize=lambda code: D.DTYPES[code].itemsize) -> int:
         """Minimal bytes: each input's distinct elements read once, outputs written once."""
-        moves = {}  # a gather's source moves with its indices too
-        for st in self.body:
-            if st.op == "gather":
-                idx = self.inputs[self.body[st.args[0]].attr].index.strides
-                moves[st.attr[0]] = tuple(a or b for a, b in zip(
-                    moves.get(st.attr[0], idx), idx))
-        total = 0
-        for k, io in enumerate(self.inputs + self.outputs):
-            n = 1
-            extra = moves.get(k, (0,) * len(self.domain))
-            for size, stride, also in zip(self.domain, io.index.strides, extra):
-                if stride != 0 or also != 0:
-                    n *= size
-            total += n * itemsize(io.dtype)
+        total = sum(self.io_bytes(k, itemsize)
+                    for k in range(len(self.inputs) + len(self.outputs)))
         for o in self.outputs:  # a scan's include_initial: one more element per row
             if any(self.body[k].op == "scan" and self.body[k].attr[1]
                    for k in statements_needed(self, [o.value])):
