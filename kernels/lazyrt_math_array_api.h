@@ -19,7 +19,8 @@
  *   lz_coshf                  0.503   0.50    1.0     yes
  *   lz_asinhf lz_acoshf       0.500   0.50    1.0     yes
  *   lz_atanhf                 0.500   0.50    1.0     yes
- *   lz_log2f lz_log10f          -     0.50    1.0     yes
+ *   lz_log2f                  0.697   0.63    1.0     yes (float32 arithmetic)
+ *   lz_log10f                 0.689   0.58    1.0     yes (float32 arithmetic)
  *   lz_atan2f lz_logaddexpf     -     < 1     1.0     yes (2^20 random pairs + specials)
  *   lz_tanf                   (libm)    -     1.0     no: libm tanf, for sinf/cosf's
  *                                                     reason (large-|x| reduction)
@@ -191,18 +192,17 @@ static inline float lz_atanhf(float x)
     return lz__signed_like(lz__sel(ok, r, lz__sel(a == 1.0, INFINITY, NAN)), x);
 }
 
-/* log2 and log10 as lz_logf: log x in double, times 1/ln 2 or 1/ln 10 (powers
- * of two come out exact: the error is far below float32's half ULP). */
-static inline float lz__log_scaledf(float x, double scale)
+/* log2 and log10 in float32 arithmetic, as lz_logf (lazyrt_math.h): k plus
+ * ln(m)/ln 2, and k log10(2) + ln(m)/ln 10, with the constants in two parts
+ * (powers of two and of ten come out exact). */
+static inline float lz_log2f(float x)
 {
-    double xd = x;
-    int ok = (xd > 0.0) & (xd < INFINITY);
-    double r = lz__log_d(lz__sel(ok, xd, 1.0)) * scale;
-    double special = lz__sel(x == 0.0f, -INFINITY, lz__sel(x == INFINITY, INFINITY, NAN));
-    return (float)lz__sel(ok, r, special);
+    return lz__log_basef(x, 1.0f, 0.0f, 0x1.715476p0f, 0x1.4ae0cp-26f);
 }
-static inline float lz_log2f(float x) { return lz__log_scaledf(x, 1.4426950408889634); }
-static inline float lz_log10f(float x) { return lz__log_scaledf(x, 0.4342944819032518); }
+static inline float lz_log10f(float x)
+{
+    return lz__log_basef(x, 0x1.344p-2f, 0x1.3509f8p-18f, 0x1.bcb7b2p-2f, -0x1.5b235ep-27f);
+}
 
 /* log(e^a + e^b) = max + log1p(e^-|a-b|); a == b (equal infinities too) is
  * a + ln 2, as NumPy's npy_logaddexp. */
