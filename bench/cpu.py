@@ -1,7 +1,9 @@
 """CPU suite: lazyrt's CPU backends (``c``; ``jax`` where JAX runs on the CPU)
 against NumPy, torch (eager, compile) and plain ``jax.jit``.
 
-Run: ``python -m bench --suite cpu [--quick] [--with-reference]``.
+Run: ``python -m bench --suite cpu [--quick] [--with-reference]``. The suite ends
+with the math table (``bench/math_table.py``): every transcendental at 2^24
+float32 and float64 elements, as a multiple of copy time, beside the peers.
 
 One process, 2 threads everywhere (torch.set_num_threads, OMP/MKL/OpenBLAS
 env set by ``bench/__init__.py`` before NumPy loads), float32, median of >= 10
@@ -216,7 +218,9 @@ def run(repeats=timing.MIN_REPEATS, quick=False, with_reference=False) -> dict:
     print_ratios(rs, lazy_backends)
     parity = jax_parity(rows)
     print_jax_parity(parity)
-    return {"rows": rows, "ratios": rs, "jax_parity": parity,
+    from bench import math_table
+    math = math_table.run(repeats, quick, THREADS)
+    return {"rows": rows, "ratios": rs, "jax_parity": parity, "math": math,
             "copy_ceiling_gb_s": copy_gbs, "threads": THREADS,
             "repeats": max(repeats, timing.MIN_REPEATS), "lazyrt_backends": lazy_backends,
             "cases": {c.name: {"bytes": c.nbytes, "flops": c.flops, "note": c.note}

@@ -171,3 +171,23 @@ def test_the_paired_ratio_interval_is_distribution_free():
     # a slow spell that hits both peers of a round cancels in its ratio
     slow = [1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     assert timing.paired_ratio([1.02 * x for x in slow], slow)[0] == pytest.approx(1.02)
+
+
+def test_math_table_times_every_function_and_checks_every_peer():
+    """The CPU suite's math table, shrunk: every function of the issue at both
+    dtypes, lazyrt-c's rows checked against torch float64 (never MISMATCH), the
+    functions lazyrt lacks listed as such, and ratios to copy positive."""
+    from bench import math_table
+    doc = math_table.run(repeats=1, elements=4096, target_s=0.0005)
+    rows = doc["rows"]
+    names = {f.name for f in math_table.functions()}
+    assert {"exp", "log1p", "erf", "gelu", "sin", "atan2"} <= names
+    for dtype in ("float32", "float64"):
+        mine = {r["function"]: r for r in rows if r["dtype"] == dtype and r["impl"] == "lazyrt-c"}
+        assert set(mine) == names
+        for name, r in mine.items():
+            if "error" in r:
+                assert r["error"] == "no lazyrt op" and name in ("exp2", "erfc", "softplus")
+            else:
+                assert r["check"] == "ok", (name, dtype, r)
+                assert r["x_copy"] > 0 and r["elems_per_s_per_core"] > 0

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from .. import dtypes as D
 from ..planner.strided import contiguous_strides
 from . import host
