@@ -106,7 +106,7 @@ SWEEP(exp, exp) SWEEP(log, log) SWEEP(log1p, log1p) SWEEP(expm1, expm1)
 SWEEP(tanh, tanh) SWEEP(sigmoid, ref_sigmoid) SWEEP(erf, erf)
 SWEEP(asin, asin) SWEEP(acos, acos) SWEEP(atan, atan) SWEEP(sinh, sinh) SWEEP(cosh, cosh)
 SWEEP(asinh, asinh) SWEEP(acosh, acosh) SWEEP(atanh, atanh) SWEEP(log2, log2)
-SWEEP(log10, log10)
+SWEEP(log10, log10) SWEEP(sin, sin) SWEEP(cos, cos) SWEEP(tan, tan)
 """
 
 
@@ -205,8 +205,18 @@ def test_float32_function_is_within_documented_ulp_everywhere(lib, name, tmp_pat
 
 
 @pytest.mark.parametrize("name", ["sin", "cos", "tan"])
-def test_float32_sin_cos_via_libm_are_accurate(lib, name):
-    worst, _ = f32_max_ulp(lib, name, float32_sample(stride=4096))
+def test_float32_sin_cos_tan_are_within_1_ulp_over_the_whole_range(lib, name, tmp_path):
+    """Every exponent (Payne-Hanek's integer reduction from 2^26 up to 2^128, the
+    double Cody-Waite reduction below), both signs, NaN and inf; all 2^32 inputs
+    with LAZYRT_EXHAUSTIVE_MATH=1."""
+    if os.environ.get("LAZYRT_EXHAUSTIVE_MATH"):
+        sweep = getattr(CCompiler(cache_dir=str(tmp_path)).load("sweep_lazyrt_math", SWEEP),
+                        f"sweep_{name}")
+        sweep.restype = ctypes.c_double
+        worst = sweep(ctypes.c_int64(0), ctypes.c_int64(2**32))
+    else:
+        worst, _ = f32_max_ulp(lib, name, float32_sample(stride=1024))
+    print(f"lz_{name}f max error {worst:.3f} ULP")
     assert worst <= MAX_ULP_F32
 
 
@@ -225,6 +235,11 @@ def test_float32_sin_cos_via_libm_are_accurate(lib, name):
      [np.nan, 1.0, 0.0, 0.5, 0.5, 1.0, 0.0, 1 / (1 + np.exp(100.0))]),
     ("erf", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 4.0],
      [np.nan, 1.0, -1.0, 0.0, -0.0, 1e-45, -1e-45, 1.0]),
+    ("sin", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45],
+     [np.nan, np.nan, np.nan, 0.0, -0.0, 1e-45, -1e-45]),
+    ("cos", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45], [np.nan, np.nan, np.nan, 1.0, 1.0, 1.0]),
+    ("tan", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45],
+     [np.nan, np.nan, np.nan, 0.0, -0.0, 1e-45, -1e-45]),
 ])
 def test_float32_special_values_follow_libm(lib, name, x, expected):
     y = call(lib, name + "f", np.array(x, dtype=np.float32))
@@ -458,7 +473,7 @@ def test_float16_load_store_helpers_compute_in_float32(lib):
 # ---- vectorization --------------------------------------------------------------
 
 VECTORIZABLE = ["lz_expf", "lz_logf", "lz_log1pf", "lz_expm1f", "lz_tanhf", "lz_sigmoidf",
-                "lz_erff", "lz_roundf", "lz_signf", "lz_f16bits_to_f32", "lz_f32_to_f16bits",
+                "lz_erff", "lz_sinf", "lz_cosf", "lz_tanf", "lz_roundf", "lz_signf", "lz_f16bits_to_f32", "lz_f32_to_f16bits",
                 *(f"lz_{f}f" for f in ARRAY_API_F32)]
 VECTORIZABLE_BINARY = ["lz_atan2f", "lz_logaddexpf", "lz_copysignf"]
 
