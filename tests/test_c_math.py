@@ -190,34 +190,31 @@ def f32_max_ulp(lib, name, x):
 
 # ---- float32 transcendental functions ----------------------------------------
 
-@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf",
-                                  *ARRAY_API_F32])
-def test_float32_function_is_within_documented_ulp_everywhere(lib, name, tmp_path):
+def _f32_worst_ulp(lib, name, tmp_path, stride=256):
+    """The largest error of lz_<name>f: on the stratified sample, or over all 2^32
+    inputs (in C) with LAZYRT_EXHAUSTIVE_MATH=1."""
     if os.environ.get("LAZYRT_EXHAUSTIVE_MATH"):
         sweep = getattr(CCompiler(cache_dir=str(tmp_path)).load("sweep_lazyrt_math", SWEEP),
                         f"sweep_{name}")
         sweep.restype = ctypes.c_double
         worst = sweep(ctypes.c_int64(0), ctypes.c_int64(2**32))
     else:
-        worst = f32_max_ulp(lib, name, float32_sample())[0]
+        worst = f32_max_ulp(lib, name, float32_sample(stride=stride))[0]
     print(f"lz_{name}f max error {worst:.3f} ULP")
-    assert worst <= MAX_ULP.get(name, MAX_ULP_F32)
+    return worst
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf",
+                                  *ARRAY_API_F32])
+def test_float32_function_is_within_documented_ulp_everywhere(lib, name, tmp_path):
+    assert _f32_worst_ulp(lib, name, tmp_path) <= MAX_ULP.get(name, MAX_ULP_F32)
 
 
 @pytest.mark.parametrize("name", ["sin", "cos", "tan"])
 def test_float32_sin_cos_tan_are_within_1_ulp_over_the_whole_range(lib, name, tmp_path):
     """Every exponent (Payne-Hanek's integer reduction from 2^26 up to 2^128, the
-    double Cody-Waite reduction below), both signs, NaN and inf; all 2^32 inputs
-    with LAZYRT_EXHAUSTIVE_MATH=1."""
-    if os.environ.get("LAZYRT_EXHAUSTIVE_MATH"):
-        sweep = getattr(CCompiler(cache_dir=str(tmp_path)).load("sweep_lazyrt_math", SWEEP),
-                        f"sweep_{name}")
-        sweep.restype = ctypes.c_double
-        worst = sweep(ctypes.c_int64(0), ctypes.c_int64(2**32))
-    else:
-        worst, _ = f32_max_ulp(lib, name, float32_sample(stride=1024))
-    print(f"lz_{name}f max error {worst:.3f} ULP")
-    assert worst <= MAX_ULP_F32
+    double Cody-Waite reduction below), both signs, NaN and inf."""
+    assert _f32_worst_ulp(lib, name, tmp_path, stride=1024) <= MAX_ULP_F32
 
 
 @pytest.mark.parametrize("name, x, expected", [
