@@ -2,10 +2,10 @@
  * inverse trigonometric and hyperbolic functions, sinh/cosh/tan, log2/log10,
  * logaddexp, copysign, signbit and the integer shifts, with NumPy's results.
  *
- * Included at the end of lazyrt_math.h: it builds on that header's double
- * cores (lz__exp_d, lz__expm1_d, lz__log_d) and selects (lz__sel). The same
- * rules hold: no -ffast-math, branch-free float32 code that GCC vectorizes
- * in `#pragma omp simd` loops, evaluated in double so the float32 result is
+ * Included at the end of lazyrt_math.h: it builds on the double cores of
+ * lazyrt_math_transcendental.h (lz__exp_d, lz__expm1_d, lz__log_d) and the
+ * selects (lz__sel). The same rules hold: no -ffast-math, branch-free
+ * float32 code that GCC vectorizes in `#pragma omp simd` loops, evaluated in double so the float32 result is
  * within 1 ULP of the exact value (the double cores are accurate to ~1e-10
  * relative); float64 versions call libm (scalar, as NumPy's C loops do).
  * Max error in float32 ULPs: "all" is the sweep of all 2^32 bit patterns
@@ -191,7 +191,7 @@ static inline float lz_atanhf(float x)
     return lz__signed_like(lz__sel(ok, r, lz__sel(a == 1.0, INFINITY, NAN)), x);
 }
 
-/* log2 and log10 in float32 arithmetic, as lz_logf (lazyrt_math.h): k plus
+/* log2 and log10 in float32 arithmetic, as lz_logf (lazyrt_math_transcendental.h): k plus
  * ln(m)/ln 2, and k log10(2) + ln(m)/ln 10, with the constants in two parts
  * (powers of two and of ten come out exact). */
 static inline float lz_log2f(float x)
@@ -215,7 +215,7 @@ static inline float lz_logaddexpf(float a, float b)
 }
 
 /* libm (see the table at the top) */
-/* tan as sin r / cos r of the shared reduction (lazyrt_math.h): -cos r / sin r
+/* tan as sin r / cos r of the shared reduction (lazyrt_math_transcendental.h): -cos r / sin r
  * in odd quadrants; one division in double, one rounding to float. */
 static inline float lz_tanf(float x)
 {
