@@ -5,8 +5,8 @@
  * Included at the end of lazyrt_math.h: it builds on the double cores of
  * lazyrt_math_transcendental.h (lz__exp_d, lz__expm1_d, lz__log_d) and the
  * selects (lz__sel). The same rules hold: no -ffast-math, branch-free
- * float32 code that GCC vectorizes in `#pragma omp simd` loops, evaluated in double so the float32 result is
- * within 1 ULP of the exact value (the double cores are accurate to ~1e-10
+ * float32 code that GCC vectorizes in `#pragma omp simd` loops, evaluated
+ * in double so the float32 result is within 1 ULP of the exact value (the double cores are accurate to ~1e-10
  * relative); float64 versions call libm (scalar, as NumPy's C loops do).
  * Max error in float32 ULPs: "all" is the sweep of all 2^32 bit patterns
  * (LAZYRT_EXHAUSTIVE_MATH=1, against glibc's double functions), "sample" the
