@@ -4,9 +4,10 @@
  * Built with `cc -O3 -march=native -fopenmp -std=c11` (lazyrt/backends/c_compiler.py).
  *
  * This header: bit casts, branch-free selects, and NumPy-compatible helpers.
- * lazyrt_math_transcendental.h (included after the selects): exp, log, tanh,
- * erf, sin, cos..., their accuracy table and speed. lazyrt_math_array_api.h
- * (included last): the array API's remaining elementwise functions.
+ * lazyrt_math_transcendental.h (included after the selects): the float32
+ * exp, log, tanh, erf, sin, cos..., their accuracy table and speed.
+ * lazyrt_math_array_api.h: the array API's remaining elementwise functions.
+ * lazyrt_math_double.h (included last): the float64 functions.
  *
  * NumPy-compatible helpers: integer floor division and modulo (floor
  * semantics, divisor's sign, x/0 == x%0 == 0 as NumPy returns), float
@@ -329,5 +330,8 @@ static inline void lz_stream_fence(void) {}
 
 /* the array API's remaining elementwise functions, on the cores above */
 #include "lazyrt_math_array_api.h"
+
+/* the float64 functions */
+#include "lazyrt_math_double.h"
 
 #endif /* LAZYRT_MATH_H */

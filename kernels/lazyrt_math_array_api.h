@@ -242,27 +242,6 @@ static inline double lz_copysign(double a, double b)
 static inline int lz_signbitf(float x) { return (int)(lz__asuint32(x) >> 31); }
 static inline int lz_signbit(double x) { return (int)(lz__asuint64(x) >> 63); }
 
-/* ---- float64: libm ---------------------------------------------------------- */
-
-static inline double lz_atan(double x) { return atan(x); }
-static inline double lz_atan2(double y, double x) { return atan2(y, x); }
-static inline double lz_asin(double x) { return asin(x); }
-static inline double lz_acos(double x) { return acos(x); }
-static inline double lz_sinh(double x) { return sinh(x); }
-static inline double lz_cosh(double x) { return cosh(x); }
-static inline double lz_tan(double x) { return tan(x); }
-static inline double lz_asinh(double x) { return asinh(x); }
-static inline double lz_acosh(double x) { return acosh(x); }
-static inline double lz_atanh(double x) { return atanh(x); }
-static inline double lz_log2(double x) { return log2(x); }
-static inline double lz_log10(double x) { return log10(x); }
-static inline double lz_logaddexp(double x, double y)
-{
-    if (x == y) return x + LZ__LN2;
-    double d = x - y;
-    return d > 0 ? x + log1p(exp(-d)) : (d <= 0 ? y + log1p(exp(d)) : d);
-}
-
 /* ---- shifts, NumPy's results without C's undefined behaviour -------------
  * A shift amount outside [0, bits) (NumPy reads a negative one as a huge
  * unsigned amount) gives 0 for <<, and 0 or -1 (the sign) for >>. << shifts
