@@ -88,6 +88,13 @@ static inline double lz_expm1(double x) { return expm1(x); }
 static inline double lz_tanh(double x) { return tanh(x); }
 static inline double lz_sigmoid(double x) { return 1.0 / (1.0 + lz_exp(-x)); }
 static inline double lz_erf(double x) { return erf(x); }
+static inline double lz_erfc(double x) { return erfc(x); }
+static inline double lz_exp2(double x) { return exp2(x); }
+/* softplus = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): never overflows; -inf -> 0 */
+static inline double lz_softplus(double x)
+{
+    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
+}
 static inline double lz_sin(double x) { return sin(x); }
 static inline double lz_cos(double x) { return cos(x); }
 
