@@ -21,7 +21,7 @@
  *
  *   function      all     sample  bound   vectorized by GCC 12 at -O3 -march=native
  *   lz_expf       1.01    0.98    1.5     yes
- *   lz_sigmoidf   2.40    2.31    3.0     yes
+ *   lz_sigmoidf   ?       ?       1.0     yes (float32 arithmetic)
  *   lz_tanhf      1.33    1.31    1.5     yes (float32 arithmetic)
  *   lz_logf       0.61    0.58    1.0     yes (float32 arithmetic)
  *   lz_log1pf     0.61    0.60    1.0     yes (float32 arithmetic)
@@ -317,12 +317,42 @@ static inline float lz_tanhf(float x)
     return lz__asfloat(lz__asuint32(m) | (lz__asuint32(x) & 0x80000000u));
 }
 
-/* 1 / (1 + exp(-x)), as torch.sigmoid / scipy.special.expit. exp(-|x|) never
- * overflows; for x < 0 the result is e / (1 + e), which keeps the denormals. */
+/* 1 / (1 + exp(-x)), as torch.sigmoid / scipy.special.expit, within 1 ULP of
+ * the correctly rounded result. E = exp(-|x|) <= 1 is kept as Eh + El: e^r's
+ * polynomial without its 1 is added to 1 by an exact two-sum (relative error
+ * 2^-25 instead of a rounding's 2^-24), then scaled by 2^n. D = 1 + E is
+ * Eh + 1 by a two-sum plus El; 1/D is one division with a Newton residual
+ * rr = 1 - D/Dh (FMA), so 1/D = inv (1 + rr) to 2^-40. x >= 0 gives 1/D,
+ * x < 0 gives E/D = E inv (1 + rr), with E inv's product error by an FMA.
+ * Only the last addition rounds at full size: 0.5 ULP plus ~0.3 (was 2.4 ULP
+ * as (x < 0 ? e : 1) / (1 + e)). exp(-|x|) never overflows; NaN propagates. */
 static inline float lz_sigmoidf(float x)
 {
-    float e = lz_expf(-fabsf(x));
-    return lz__self(x < 0.0f, e, 1.0f) / (1.0f + e);
+    float a = lz__clamp_magf(fabsf(x), 150.0f);
+    const float shifter = 0x1.8p23f;
+    float kf = LZ__FMAF(-a, 0x1.715476p0f, shifter);
+    int32_t n = (int32_t)(lz__asuint32(kf) - lz__asuint32(shifter));
+    kf -= shifter;
+    float r = LZ__FMAF(kf, -0x1.62e4p-1f, -a);
+    r = LZ__FMAF(kf, -0x1.7f7d1cp-20f, r);
+    float q = 0x1.6a244cp-10f;
+    q = LZ__FMAF(q, r, 0x1.1239d4p-7f);
+    q = LZ__FMAF(q, r, 0x1.5558f2p-5f);
+    q = LZ__FMAF(q, r, 0x1.555492p-3f);
+    q = LZ__FMAF(q, r, 0x1.fffffcp-2f);
+    float w = LZ__FMAF(q, r * r, r);                 /* e^r - 1, |w| < 0.42 */
+    float eh = 1.0f + w, el = (1.0f - eh) + w;       /* Fast2Sum: exact */
+    int32_t n1 = n >> 1, n2 = n - n1;
+    float s1 = lz__asfloat((uint32_t)(n1 + 127) << 23);
+    float s2 = lz__asfloat((uint32_t)(n2 + 127) << 23);
+    float Eh = (eh * s1) * s2, El = (el * s1) * s2;  /* n <= 0: exact while normal */
+    float dh = 1.0f + Eh, dl = ((1.0f - dh) + Eh) + El;
+    float inv = 1.0f / dh;
+    float rr = LZ__FMAF(-inv, dh, 1.0f) - inv * dl;
+    float pos = LZ__FMAF(inv, rr, inv);
+    float t = Eh * inv, te = LZ__FMAF(Eh, inv, -t);
+    float neg = t + LZ__FMAF(t, rr, LZ__FMAF(El, inv, te));
+    return lz__self(x < 0.0f, neg, pos);
 }
 
 /* erf in float32 arithmetic (float vectors are twice as wide as double ones).
@@ -368,7 +398,71 @@ static inline float lz_erff(float x)
     return lz__asfloat(lz__asuint32(m) | (lz__asuint32(x) & 0x80000000u));
 }
 
-/* libm: correct over the whole float range, but scalar calls (see top). */
+/* ---- exp2, erfc, softplus: float32 through the double cores -------------
+ * Rarer than exp/erf/sigmoid, so written for accuracy first: each is a few
+ * double operations on the cores above (relative error ~1e-10), so the one
+ * rounding to float decides: within 0.5 ULP plus 2^-29, subnormal results
+ * rounded once. */
+
+/* 2^x = e^(x ln2): x ln2 rounds at 2^-53 relative (|x| <= 200), far below a
+ * float ULP, so powers of two come out exact; NaN passes the clamp. */
+static inline float lz_exp2f(float x)
+{
+    double xd = lz__clamp_mag((double)x, 200.0);
+    return (float)lz__exp_d(xd * 0x1.62e42fefa39efp-1);
+}
+
+/* erfc for |x| >= 0.47 as exp(-x^2) erfcx(|x|), x^2 exact in double and
+ * erfcx a degree-10 near-minimax fit in t = (a - 3)/(a + 3) over [0.46, 10.1]
+ * (relative error 2e-10; past 10.1 erfc is below half the least subnormal);
+ * below 0.47 as 1 - erf(x) with erf's own small-x series (no cancellation:
+ * erfc > 0.5 there). erfc(-x) = 2 - erfc(x). NaN takes the erfcx path. */
+static inline float lz_erfcf(float x)
+{
+    double a = fabs((double)x);
+    double b = lz__sel(a > 10.1, 10.1, a);
+    double t = (b - 3.0) / (b + 3.0);
+    double p = 5.9928026368677328e-05;
+    p = p * t + 3.4397607551647171e-05;
+    p = p * t + -0.00059666169403603943;
+    p = p * t + 0.00071141787585619865;
+    p = p * t + 0.0042692117711033315;
+    p = p * t + -0.024393069636553799;
+    p = p * t + 0.071665828674975882;
+    p = p * t + -0.15011589934029926;
+    p = p * t + 0.24560380150724054;
+    p = p * t + -0.32623356071913384;
+    p = p * t + 0.17900115118913601;
+    double big = lz__exp_d(-b * b) * p;
+    double w = a * a;
+    double q = -9.670130567e-06;
+    q = q * w + 1.126351563e-04;
+    q = q * w + -8.483169950e-04;
+    q = q * w + 5.220920779e-03;
+    q = q * w + -2.686536871e-02;
+    q = q * w + 1.128378063e-01;
+    q = q * w + -3.761263788e-01;
+    q = q * w + 1.283791661e-01;
+    double small = 1.0 - (a + a * q);
+    double e = lz__sel(a < 0.47, small, big);
+    return (float)lz__sel(x < 0.0f, 2.0 - e, e);
+}
+
+/* softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|), as
+ * torch.nn.functional.softplus with beta 1 and no threshold, and
+ * np.logaddexp(x, 0). log1p(e) for e = e^-|x| in (0, 1]: the series
+ * e - e^2/2 + e^3/3 below 2^-20 (truncation 2^-80), log(1 + e) above
+ * (lz__log_d knows no NaN: a NaN x is selected back at the end). */
+static inline float lz_softplusf(float x)
+{
+    double xd = (double)x;
+    double e = lz__exp_d(-lz__clamp_mag(fabs(xd), 200.0));
+    double series = e * (1.0 - e * (0.5 - e * (1.0 / 3.0)));
+    double l = lz__sel(e < 0x1p-20, series, lz__log_d(1.0 + e));
+    return (float)lz__sel(xd == xd, lz__sel(xd > 0.0, xd, 0.0) + l, xd); /* NaN */
+}
+
+/* ---- float32 sin and cos ------------------------------------------------- */
 /* sin, cos (and tan, lazyrt_math_array_api.h) of float32 over the whole range,
  * vectorizable: x = n pi/2 + r, |r| <= pi/4, then a Taylor polynomial of sin r
  * and of cos r in double (to r^13 and r^14: truncation below 1e-12 relative)
