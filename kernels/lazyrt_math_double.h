@@ -83,18 +83,283 @@ static inline double lz_log(double x)
     double special = lz__sel(x == 0.0, -INFINITY, lz__sel(x == INFINITY, INFINITY, NAN));
     return lz__sel((x > 0.0) & (x < INFINITY), y, special);
 }
-static inline double lz_log1p(double x) { return log1p(x); }
-static inline double lz_expm1(double x) { return expm1(x); }
-static inline double lz_tanh(double x) { return tanh(x); }
-static inline double lz_sigmoid(double x) { return 1.0 / (1.0 + lz_exp(-x)); }
-static inline double lz_erf(double x) { return erf(x); }
-static inline double lz_erfc(double x) { return erfc(x); }
-static inline double lz_exp2(double x) { return exp2(x); }
-/* softplus = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): never overflows; -inf -> 0 */
+/* ---- double-double helpers (exact error terms; -std=c11 never contracts) -- */
+
+/* s + *e == a + b exactly, any magnitudes (Knuth's two-sum) */
+static inline double lz__two_sum(double a, double b, double *e)
+{
+    double s = a + b, bb = s - a;
+    *e = (a - (s - bb)) + (b - bb);
+    return s;
+}
+
+/* p * 2^n for |n| <= 2100, in two steps so an overflow is inf and a subnormal
+ * result is rounded by the last multiply only */
+static inline double lz__scale2(double p, int64_t n)
+{
+    int64_t n1 = n >> 1, n2 = n - n1;
+    double s1 = lz__asdouble((uint64_t)(n1 + 1023) << 52);
+    double s2 = lz__asdouble((uint64_t)(n2 + 1023) << 52);
+    return (p * s1) * s2;
+}
+
+/* Cody-Waite reduction for exp: x = n ln2 + r + *rl, |r| <= 0.3466, r + *rl
+ * good to ~2^-75 (fdlibm's ln2 split: n*ln2_hi exact for |n| < 2^21; the
+ * rounding of r - n*ln2_lo is kept in *rl, which expm1 near ln2 needs). */
+static inline double lz__exp_reduce(double x, double *rl, int64_t *n)
+{
+    const double shifter = 0x1.8p52;
+    double kd = x * 0x1.71547652b82fep0 + shifter;
+    *n = (int64_t)(lz__asuint64(kd) - lz__asuint64(shifter));
+    kd -= shifter;
+    double r1 = __builtin_fma(kd, -0x1.62e42feep-1, x);
+    double t = kd * 0x1.a39ef35793c76p-33;
+    double tl = __builtin_fma(kd, 0x1.a39ef35793c76p-33, -t);
+    double e, r = lz__two_sum(r1, -t, &e);
+    *rl = e - tl;
+    return r;
+}
+
+/* e^(r + rl) - 1 = hi + *lo (|lo| <= ulp(hi)/2) for |r| <= 0.35: r + r^2/2 by
+ * Fast2Sum, r^3 q(r) by the Taylor series to r^13 (truncation below 2^-60),
+ * rl to first order. */
+static inline double lz__expm1_core(double r, double rl, double *lo)
+{
+    double r2 = r * r;
+    double r2e = __builtin_fma(r, r, -r2);
+    double h = 0.5 * r2;
+    double hi = r + h;
+    double e = (r - hi) + h;
+    double q = 1.0 / 87178291200.0;
+    q = q * r + 1.0 / 6227020800.0;
+    q = q * r + 1.0 / 479001600.0;
+    q = q * r + 1.0 / 39916800.0;
+    q = q * r + 1.0 / 3628800.0;
+    q = q * r + 1.0 / 362880.0;
+    q = q * r + 1.0 / 40320.0;
+    q = q * r + 1.0 / 5040.0;
+    q = q * r + 1.0 / 720.0;
+    q = q * r + 1.0 / 120.0;
+    q = q * r + 1.0 / 24.0;
+    q = q * r + 1.0 / 6.0;
+    double l = e + __builtin_fma(r2 * r, q, 0.5 * r2e) + rl * (1.0 + hi);
+    double y = hi + l;                              /* normalize: l is up to r^3/6 */
+    *lo = (hi - y) + l;
+    return y;
+}
+
+/* e^x / 2^n = hi + *lo (in [0.7, 1.42]) for x clamped to |x| <= 800 */
+static inline double lz__exp_dd(double x, double *lo, int64_t *n)
+{
+    double rl, r = lz__exp_reduce(x, &rl, n);
+    double ml, mh = lz__expm1_core(r, rl, &ml);
+    double hi = 1.0 + mh;
+    *lo = ((1.0 - hi) + mh) + ml;                   /* Fast2Sum: 1 >= |mh| */
+    return hi;
+}
+
+/* x = 2^k (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)), f exact, for finite x > 0
+ * (subnormals scaled by 2^54 first); *kd = k. Others give garbage. */
+static inline double lz__log_reduce(double x, double *kd)
+{
+    int sub = x < 0x1p-1022;
+    uint64_t ix = lz__asuint64(lz__sel(sub, x * 0x1p54, x));
+    uint64_t t = ix - 0x3fe6a09e667f3bcdULL;
+    *kd = (double)((int64_t)t >> 52) - lz__sel(sub, 54.0, 0.0);
+    return lz__asdouble((t & 0x000fffffffffffffULL) + 0x3fe6a09e667f3bcdULL) - 1.0;
+}
+
+/* log(1 + f) = hi + *lo for an exact f in [-0.293, 0.415]: 2 atanh(s) with
+ * s = f/(2+f) kept as s + sl (the division's exact remainder by FMA), and
+ * 2s + s R(s^2), R = sum 2 s^2j/(2j+1), j = 1..10 (truncation below 2^-60;
+ * s R is at most 1% of the result, so its rounding costs < 2^-59). */
+static inline double lz__log1p_f(double f, double *lo)
+{
+    double d = 2.0 + f;
+    double dl = f - (d - 2.0);                      /* Fast2Sum: 2 >= |f| */
+    double s = f / d;
+    double sl = (__builtin_fma(-s, d, f) - s * dl) / d;
+    double z = s * s;
+    double r = 2.0 / 21.0;
+    r = r * z + 2.0 / 19.0;
+    r = r * z + 2.0 / 17.0;
+    r = r * z + 2.0 / 15.0;
+    r = r * z + 2.0 / 13.0;
+    r = r * z + 2.0 / 11.0;
+    r = r * z + 2.0 / 9.0;
+    r = r * z + 2.0 / 7.0;
+    r = r * z + 2.0 / 5.0;
+    r = r * z + 2.0 / 3.0;
+    double c = s * (r * z);
+    double hi = 2.0 * s + c;
+    *lo = ((2.0 * s - hi) + c) + 2.0 * sl;          /* Fast2Sum: |2s| >= |c| */
+    return hi;
+}
+
+/* log's specials: 0 -> -inf, +inf -> inf, negative and NaN -> NaN */
+static inline double lz__log_special(double x, double y)
+{
+    double special = lz__sel(x == 0.0, -INFINITY, lz__sel(x == INFINITY, INFINITY, NAN));
+    return lz__sel((x > 0.0) & (x < INFINITY), y, special);
+}
+
+/* ---- float64 functions on the double-double cores (vectorizable) -------- */
+
+/* log2 = k + log(1+f)/ln2: log(1+f) as hi + lo (lz__log1p_f), times 1/ln2 as
+ * a double-double, then k added by two-sum; one rounding at the end, so
+ * log2 of a power of two is exactly k. */
+static inline double lz_log2(double x)
+{
+    double kd, f = lz__log_reduce(x, &kd);
+    double lo, hi = lz__log1p_f(f, &lo);
+    const double c = 0x1.71547652b82fep0, cl = 0x1.777d0ffda0d24p-56;
+    double mh = hi * c;
+    double ml = __builtin_fma(hi, c, -mh) + (hi * cl + lo * c);
+    double e, s = lz__two_sum(kd, mh, &e);
+    return lz__log_special(x, s + (e + ml));
+}
+
+/* log10 = k log10(2) + log(1+f)/ln10: fdlibm's log10_2 split (k*hi exact),
+ * log(1+f) / ln10 in double-double as in lz_log2. */
+static inline double lz_log10(double x)
+{
+    double kd, f = lz__log_reduce(x, &kd);
+    double lo, hi = lz__log1p_f(f, &lo);
+    const double c = 0x1.bcb7b1526e50ep-2, cl = 0x1.95355baaafad3p-57;
+    double mh = hi * c;
+    double ml = __builtin_fma(hi, c, -mh) + (hi * cl + lo * c);
+    double e, s = lz__two_sum(kd * 0x1.34413509f6000p-2, mh, &e);
+    ml += kd * 0x1.9fef311f12b36p-42;
+    return lz__log_special(x, s + (e + ml));
+}
+
+/* log(u + ul) = hi + *lo for u >= 2^-60 finite, |ul| <= ulp(u): log(u) on the
+ * reduction above plus c = ul/u to second order (fdlibm's log1p correction) */
+static inline double lz__log_dd(double u, double ul, double *lo)
+{
+    double kd, f = lz__log_reduce(u, &kd);
+    double fl, fh = lz__log1p_f(f, &fl);
+    double c = ul / u;
+    double e, s = lz__two_sum(kd * 0x1.62e42feep-1, fh, &e);
+    *lo = e + fl + (kd * 0x1.a39ef35793c76p-33 + c * (1.0 - 0.5 * c));
+    return s;
+}
+
+/* log1p(x + xl) for |x| < 2^-16 by its series to x^5 (truncation 2^-80 relative):
+ * through 1 + x, the ~2^-106 absolute errors of lz__log_dd would be an ULP */
+static inline double lz__log1p_small(double x, double xl)
+{
+    double p = -0.25 + x * 0.2;
+    p = 1.0 / 3.0 + x * p;
+    p = -0.5 + x * p;
+    return x + (xl * (1.0 - x) + (x * x) * p);
+}
+
+/* log1p: u = 1 + x as u + ul by two-sum, then lz__log_dd; the series near 0 */
+static inline double lz_log1p(double x)
+{
+    double ul, u = lz__two_sum(1.0, x, &ul);
+    double lo, hi = lz__log_dd(u, ul, &lo);
+    double y = lz__log_special(u, hi + lo);
+    y = lz__sel(__builtin_fabs(x) < 0x1p-16, lz__log1p_small(x, 0.0), y);
+    return lz__sel(x == 0.0, x, lz__sel(x == -1.0, -INFINITY, y));    /* -0 kept */
+}
+
+/* expm1 = 2^n (e^r - 1 + 1 - 2^-n): Cody-Waite as lz_exp but r kept as r + rl,
+ * e^r - 1 as hi + lo, and 1 - 2^-n added by two-sum before the one rounding
+ * (fdlibm's shape). x < -60 is -1, x > 710 overflows; -0 kept. */
+static inline double lz_expm1(double x)
+{
+    double xc = lz__sel(x < -60.0, -60.0, lz__sel(x > 710.0, 710.0, x));
+    int64_t n;
+    double rl, r = lz__exp_reduce(xc, &rl, &n);
+    double lo, hi = lz__expm1_core(r, rl, &lo);
+    int64_t nu = n < 1000 ? n : 1000;               /* 2^-n: negligible past 2^-1000 */
+    double vl, v = lz__two_sum(1.0, -lz__asdouble((uint64_t)(1023 - nu) << 52), &vl);
+    double e, s = lz__two_sum(v, hi, &e);
+    double y = lz__scale2(s + (e + (vl + lo)), n);
+    return lz__sel(x == 0.0, x, y);
+}
+
+/* tanh(a) = E / (E + 2), E = expm1(2a) as a double-double (the expm1 core,
+ * 2^n exact for 2a <= 40), divided in double-double by the FMA remainder;
+ * a > 20 gives 1. Sign from x (tanh(-0) = -0). */
+static inline double lz_tanh(double x)
+{
+    double a = lz__asdouble(lz__asuint64(x) & 0x7fffffffffffffffULL);
+    a = lz__sel(a > 20.0, 20.0, a);
+    int64_t n;
+    double rl, r = lz__exp_reduce(2.0 * a, &rl, &n);
+    double lo, hi = lz__expm1_core(r, rl, &lo);
+    double vl, v = lz__two_sum(1.0, -lz__asdouble((uint64_t)(1023 - n) << 52), &vl);
+    double e, s = lz__two_sum(v, hi, &e);
+    double sc = lz__asdouble((uint64_t)(n + 1023) << 52);
+    double el = e + (vl + lo), eh = s + el;
+    el = ((s - eh) + el) * sc;                      /* Fast2Sum: |s| >= |el| */
+    eh *= sc;
+    double dl, d = lz__two_sum(2.0, eh, &dl);
+    dl += el;
+    double q = eh / d;
+    double t = q + (__builtin_fma(-q, d, eh) + (el - q * dl)) / d;
+    return lz__asdouble(lz__asuint64(t) | (lz__asuint64(x) & 0x8000000000000000ULL));
+}
+
+/* sigmoid = 1 / (1 + F) for x >= 0 and F / (1 + F) for x < 0, F = e^-|x| as
+ * 2^n (hi + lo) (never overflows); the quotient in double-double by the FMA
+ * remainder, scaled by 2^n last so a subnormal result is rounded ~once. */
+static inline double lz_sigmoid(double x)
+{
+    double a = lz__asdouble(lz__asuint64(x) | 0x8000000000000000ULL);
+    a = lz__sel(a < -800.0, -800.0, a);
+    int64_t n;
+    double pl, ph = lz__exp_dd(a, &pl, &n);
+    double fh = lz__scale2(ph, n), fl = lz__scale2(pl, n);
+    double d = 1.0 + fh;
+    double dl = ((1.0 - d) + fh) + fl;              /* Fast2Sum: 1 >= F */
+    int neg = x < 0.0;
+    double nh = lz__sel(neg, ph, 1.0), nl = lz__sel(neg, pl, 0.0);
+    double q = nh / d;
+    double y = q + (__builtin_fma(-q, d, nh) + (nl - q * dl)) / d;
+    return lz__scale2(y, neg ? n : 0);
+}
+
+/* softplus = max(x, 0) + log1p(F), F = e^-|x| as a double-double (lz__exp_dd),
+ * the log1p as lz_log1p's on 1 + F; never overflows. -inf -> 0, inf -> inf. */
 static inline double lz_softplus(double x)
 {
-    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
+    double a = lz__asdouble(lz__asuint64(x) | 0x8000000000000000ULL);
+    a = lz__sel(a < -800.0, -800.0, a);
+    int64_t n;
+    double pl, ph = lz__exp_dd(a, &pl, &n);
+    double fh = lz__scale2(ph, n), fl = lz__scale2(pl, n);
+    double u = 1.0 + fh;
+    double ul = ((1.0 - u) + fh) + fl;              /* Fast2Sum: 1 >= F */
+    double lo, hi = lz__log_dd(u, ul, &lo);
+    double sm = lz__log1p_small(fh, fl);
+    int small = fh < 0x1p-16;
+    hi = lz__sel(small, sm, hi);
+    lo = lz__sel(small, 0.0, lo);
+    double e, s = lz__two_sum(lz__sel(x > 0.0, x, 0.0), hi, &e);
+    return lz__sel(x == INFINITY, x, s + (e + lo));
 }
+
+/* exp2: n = round(x) by the shifter, r = x - n exact (|r| <= 1/2), r ln2 as
+ * hi + lo (FMA), then lz_exp's core and two-step scaling; exact on integers. */
+static inline double lz_exp2(double x)
+{
+    double xc = lz__clamp_mag(x, 1100.0);
+    const double shifter = 0x1.8p52;
+    double kd = xc + shifter;
+    int64_t n = (int64_t)(lz__asuint64(kd) - lz__asuint64(shifter));
+    double r = xc - (kd - shifter);
+    double rh = r * 0x1.62e42fefa39efp-1;
+    double rl = __builtin_fma(r, 0x1.62e42fefa39efp-1, -rh) + r * 0x1.abc9e3b39803fp-56;
+    double lo, hi = lz__expm1_core(rh, rl, &lo);
+    double p = 1.0 + hi;
+    return lz__scale2(p + (((1.0 - p) + hi) + lo), n);
+}
+static inline double lz_erf(double x) { return erf(x); }
+static inline double lz_erfc(double x) { return erfc(x); }
 static inline double lz_sin(double x) { return sin(x); }
 static inline double lz_cos(double x) { return cos(x); }
 
@@ -110,8 +375,6 @@ static inline double lz_tan(double x) { return tan(x); }
 static inline double lz_asinh(double x) { return asinh(x); }
 static inline double lz_acosh(double x) { return acosh(x); }
 static inline double lz_atanh(double x) { return atanh(x); }
-static inline double lz_log2(double x) { return log2(x); }
-static inline double lz_log10(double x) { return log10(x); }
 static inline double lz_logaddexp(double x, double y)
 {
     if (x == y) return x + LZ__LN2;
