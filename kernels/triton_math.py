@@ -456,6 +456,18 @@ if INTERPRETED:
     def exp64(x):
         return tl.exp(x)
 
+    @triton.jit
+    def exp(x):
+        return tl.exp(x)
+
+    @triton.jit
+    def log(x):
+        return tl.log(x)
+
+    @triton.jit
+    def erf(x):
+        return tl.math.erf(x)
+
     asin, acos, atan, atan2, tan = asin_generic, acos_generic, atan_generic, atan2_generic, \
         tan_generic
     sinh, cosh, asinh, acosh, atanh = sinh_generic, cosh_generic, asinh_generic, \
@@ -508,6 +520,18 @@ else:  # pragma: no cover - needs a GPU
     @triton.jit
     def exp64(x):
         return libdevice.exp(x)
+
+    @triton.jit
+    def exp(x):
+        return tl.exp(x)
+
+    @triton.jit
+    def log(x):
+        return tl.log(x)
+
+    @triton.jit
+    def erf(x):
+        return tl.math.erf(x)
 
     @triton.jit
     def asin(x):

@@ -90,7 +90,7 @@ FLOORDIV = _b("floordiv", np.floor_divide, C.divmod_("floordiv"), T.divmod_("flo
               cost=DIVIDES)
 MOD = _b("mod", np.remainder, C.divmod_("mod"), T.divmod_("mod"), J.divmod_("mod"),
          "sign of the divisor, as NumPy; x % 0 gives 0 for ints", cost=DIVIDES)
-POW = _b("pow", np.power, C.power, T.power, J.fn("jnp.power"),
+POW = _b("pow", np.power, C.power, T.power, J.fn("lzj.power"),
          "x ** 2, 3, 0.5, 1 and -1 are rewritten before lowering (passes.specialize_pow)",
          cost=COSTLY)
 MAXIMUM = _b("maximum", np.maximum, C.maxmin("max"), T.maxmin("maximum"), J.maxmin("lzj.maximum"),
@@ -116,7 +116,7 @@ HYPOT = _b("hypot", np.hypot, C.float_only("hypotf", "hypot"), T.float_only("lzm
            cost=COSTLY)
 # the array API's (2023.12) remaining binary functions
 ATAN2 = _b("atan2", np.arctan2, C.float_only("lz_atan2f", "lz_atan2"), T.float_only("lzm.atan2"),
-           J.float_only("jnp.arctan2"),
+           J.float_only("lzj.atan2"),
            "atan2(y, x), the angle of the point (x, y); signed zeros and infinities pick the "
            "quadrant (C99 Annex F, as the standard and NumPy)", cost=COSTLY)
 LOGADDEXP = _b("logaddexp", np.logaddexp, C.float_only("lz_logaddexpf", "lz_logaddexp"),
@@ -168,15 +168,15 @@ def _sigmoid(a):
 
 NEG = _u("neg", np.negative, C.negate, T.negate, J.exact("jnp.negative"))
 ABS = _u("abs", np.absolute, C.absolute, T.absolute, J.exact("jnp.abs"))
-EXP = _u("exp", np.exp, C.float_only("lz_expf", "lz_exp"), T.float_only("tl.exp"),
+EXP = _u("exp", np.exp, C.float_only("lz_expf", "lz_exp"), T.float_only("lzm.exp"),
          J.float_only("jnp.exp"), cost=COSTLY)
-LOG = _u("log", np.log, C.float_only("lz_logf", "lz_log"), T.float_only("tl.log"),
+LOG = _u("log", np.log, C.float_only("lz_logf", "lz_log"), T.float_only("lzm.log"),
          J.float_only("jnp.log"), cost=COSTLY)
 LOG1P = _u("log1p", np.log1p, C.float_only("lz_log1pf", "lz_log1p"), T.float_only("lzm.log1p"),
-           J.float_only("jnp.log1p"),
+           J.float_only("lzj.log1p"),
            cost=COSTLY)
 EXPM1 = _u("expm1", np.expm1, C.float_only("lz_expm1f", "lz_expm1"), T.float_only("lzm.expm1"),
-           J.float_only("jnp.expm1"),
+           J.float_only("lzj.expm1"),
            cost=COSTLY)
 SQRT = _u("sqrt", np.sqrt, C.float_only("sqrtf", "sqrt"), T.float_only("lzm.sqrt"),
           J.float_only("jnp.sqrt"))
@@ -186,13 +186,40 @@ SIN = _u("sin", np.sin, C.float_only("lz_sinf", "lz_sin"), T.float_only("lzm.sin
 COS = _u("cos", np.cos, C.float_only("lz_cosf", "lz_cos"), T.float_only("lzm.cos"),
          J.float_only("jnp.cos"), cost=COSTLY)
 TANH = _u("tanh", np.tanh, C.float_only("lz_tanhf", "lz_tanh"), T.float_only("lzm.tanh"),
-          J.float_only("jnp.tanh"),
+          J.float_only("lzj.tanh"),
           cost=COSTLY)
 SIGMOID = _u("sigmoid", _sigmoid, C.float_only("lz_sigmoidf", "lz_sigmoid"),
-             T.float_only("lzm.sigmoid"), J.float_only("jax.nn.sigmoid"), like=np.exp, cost=COSTLY)
-ERF = _u("erf", _erf, C.float_only("lz_erff", "lz_erf"), T.float_only("tl.math.erf"),
-         J.float_only("jax.scipy.special.erf"),
+             T.float_only("lzm.sigmoid"), J.float_only("lzj.sigmoid"), like=np.exp, cost=COSTLY)
+ERF = _u("erf", _erf, C.float_only("lz_erff", "lz_erf"), T.float_only("lzm.erf"),
+         J.float_only("lzj.erf"),
          like=np.exp, cost=COSTLY)
+
+
+def _erfc(a):
+    try:
+        from scipy.special import erfc
+        return erfc(a).astype(a.dtype, copy=False)
+    except ImportError:
+        out = np.vectorize(math.erfc, otypes=[np.float64])(a.astype(np.float64))
+        return out.astype(a.dtype, copy=False)
+
+
+def _softplus(a):
+    # log(1 + e^x) = logaddexp(x, 0), in float64 so the reference rounds once
+    return np.logaddexp(a.astype(np.float64), 0.0).astype(a.dtype)
+
+
+EXP2 = _u("exp2", np.exp2, C.float_only("lz_exp2f", "lz_exp2"), T.float_only("lzm.exp2"),
+          J.float_only("jnp.exp2"), doc="2 ** x; powers of two exact", cost=COSTLY)
+ERFC = _u("erfc", _erfc, C.float_only("lz_erfcf", "lz_erfc"), T.float_only("lzm.erfc"),
+          J.float_only("jax.scipy.special.erfc"), like=np.exp,
+          doc="1 - erf(x) without its cancellation (relative accuracy to the underflow)",
+          cost=COSTLY)
+SOFTPLUS = _u("softplus", _softplus, C.float_only("lz_softplusf", "lz_softplus"),
+              T.float_only("lzm.softplus"), J.float_only("jax.nn.softplus"), like=np.exp,
+              doc="log(1 + exp(x)) = logaddexp(x, 0), exact for large |x| (no threshold)",
+              cost=COSTLY)
+
 FLOOR = _u("floor", np.floor, C.int_identity("floorf", "floor"), T.int_identity("tl.floor"),
            J.int_identity("jnp.floor"))
 CEIL = _u("ceil", np.ceil, C.int_identity("ceilf", "ceil"), T.int_identity("tl.ceil"),
@@ -223,16 +250,18 @@ def _float_fn(name, ufunc, c_name, doc="", jax=None):
 
 
 ASIN = _float_fn("asin", np.arcsin, "asin", jax="lzj.asin")
-ACOS = _float_fn("acos", np.arccos, "acos")
+ACOS = _float_fn("acos", np.arccos, "acos", jax="lzj.acos")
 ATAN = _float_fn("atan", np.arctan, "atan")
 TAN = _float_fn("tan", np.tan, "tan")
 SINH = _float_fn("sinh", np.sinh, "sinh", jax="lzj.sinh")
 COSH = _float_fn("cosh", np.cosh, "cosh", jax="lzj.cosh")
-ASINH = _float_fn("asinh", np.arcsinh, "asinh")
-ACOSH = _float_fn("acosh", np.arccosh, "acosh", "acosh(1) = +0; NaN below 1")
+ASINH = _float_fn("asinh", np.arcsinh, "asinh", jax="lzj.asinh")
+ACOSH = _float_fn("acosh", np.arccosh, "acosh", "acosh(1) = +0; NaN below 1",
+                  jax="lzj.acosh")
 ATANH = _float_fn("atanh", np.arctanh, "atanh", "atanh(±1) = ±inf; NaN past 1", jax="lzj.atanh")
-LOG2 = _float_fn("log2", np.log2, "log2", "log2(±0) = -inf; powers of two exact")
-LOG10 = _float_fn("log10", np.log10, "log10", "log10(±0) = -inf")
+LOG2 = _float_fn("log2", np.log2, "log2", "log2(±0) = -inf; powers of two exact",
+                 jax="lzj.log2")
+LOG10 = _float_fn("log10", np.log10, "log10", "log10(±0) = -inf", jax="lzj.log10")
 SIGNBIT = _u("signbit", np.signbit, C.float_only("lz_signbitf", "lz_signbit"),
              T.float_only("lzm.signbit"), J.exact("jnp.signbit"),
              doc="the sign bit: True for -0.0 and a negative NaN")
