@@ -160,11 +160,11 @@ def _log1p64(x):
 # The contract: a float32 result within 1 ULP of the correctly rounded value. XLA's
 # float32 functions on CPU miss it (measured on 2^22 stratified float32 inputs, see
 # tests/test_jax_math_accuracy.py): exp 4 ULP near overflow, expm1 5, tanh 4, erf 5,
-# sigmoid 2, log1p 2, log2 2, log10 3, asin/acos 2, sinh/cosh/asinh/acosh/atanh 3,
+# sigmoid 2, log1p 2, log2 2, log10 3, asin/acos 2, atan 3, sinh/cosh/asinh/acosh/atanh 3,
 # pow and atan2 wrong on subnormal operands. Their float64 versions err by at most a
 # few float64 ULPs (2^-50 relative, log1p after _log1p64), so one rounding to float32
 # lands within 1 ULP (0 ULP on that sample): the method lazyrt_math_array_api.h uses
-# for the same functions in C. XLA's float32 log, sin, cos, tan and atan meet the
+# for the same functions in C. XLA's float32 log, sin, cos and tan meet the
 # bound and stay. The backend runs with x64 enabled; float16 and bfloat16 reach here
 # as float32 (the emitter computes them in float32).
 
@@ -198,6 +198,7 @@ log2 = _float32_in_float64(jnp.log2)
 log10 = _float32_in_float64(jnp.log10)
 asin = _float32_in_float64(_asin)
 acos = _float32_in_float64(jnp.arccos)
+atan = _float32_in_float64(jnp.arctan)
 sinh = _float32_in_float64(lambda x: _sinh_cosh(x, True))
 cosh = _float32_in_float64(lambda x: _sinh_cosh(x, False))
 asinh = _float32_in_float64(jnp.arcsinh)

@@ -251,7 +251,7 @@ def _float_fn(name, ufunc, c_name, doc="", jax=None):
 
 ASIN = _float_fn("asin", np.arcsin, "asin", jax="lzj.asin")
 ACOS = _float_fn("acos", np.arccos, "acos", jax="lzj.acos")
-ATAN = _float_fn("atan", np.arctan, "atan")
+ATAN = _float_fn("atan", np.arctan, "atan", jax="lzj.atan")
 TAN = _float_fn("tan", np.tan, "tan")
 SINH = _float_fn("sinh", np.sinh, "sinh", jax="lzj.sinh")
 COSH = _float_fn("cosh", np.cosh, "cosh", jax="lzj.cosh")
