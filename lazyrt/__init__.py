@@ -17,11 +17,13 @@ from .api.tensor import Tensor
 from .api.creation import (arange, asarray, empty, empty_like, eye, full, full_like, linspace,
                        ones, ones_like, tensor, zeros, zeros_like)
 from .api.pointwise import (abs, add, astype, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
-                        ceil, clip, cos, divide, equal, erf, exp, expm1, floor, floor_divide,
+                        ceil, clip, cos, divide, equal, erf, erfc, exp, exp2, expm1, floor,
+                        floor_divide,
                         greater, greater_equal, hypot, invert, isfinite, isinf, isnan, less,
                         less_equal, log, log1p, logical_and, logical_not, logical_or, maximum,
                         minimum, multiply, negative, not_equal, power, reciprocal, remainder,
-                        round, rsqrt, sigmoid, sign, sin, sqrt, square, subtract, tanh, where)
+                        round, rsqrt, sigmoid, sign, sin, softplus, sqrt, square, subtract,
+                        tanh, where)
 from .api.pointwise import (acos, acosh, asin, asinh, atan, atan2, atanh, bitwise_invert,
                             bitwise_left_shift, bitwise_right_shift, conj, copysign, cosh, imag,
                             log2, log10, logaddexp, logical_xor, positive, pow, real, signbit,

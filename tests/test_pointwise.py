@@ -68,6 +68,9 @@ UNARY = {
     "tanh": (lr.tanh, np.tanh),
     "sigmoid": (lr.sigmoid, _via_float64(lambda a: 1.0 / (1.0 + np.exp(-a)), np.exp)),
     "erf": (lr.erf, _via_float64(scipy.special.erf, np.exp)),
+    "erfc": (lr.erfc, _via_float64(scipy.special.erfc, np.exp)),
+    "exp2": (lr.exp2, np.exp2),
+    "softplus": (lr.softplus, _via_float64(lambda a: np.logaddexp(a, 0.0), np.exp)),
     "floor": (lr.floor, np.floor),
     "ceil": (lr.ceil, np.ceil),
     "round": (lr.round, np.round),
@@ -314,7 +317,7 @@ def test_transcendentals_on_special_values(backend, dt):
     a = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-3, 30.0, -30.0], dt)
     t = lr.tensor(a)
     for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "sigmoid",
-                 "erf", "rsqrt", "sign", "floor", "ceil", "abs"):
+                 "erf", "erfc", "exp2", "softplus", "rsqrt", "sign", "floor", "ceil", "abs"):
         lazy_fn, np_fn = UNARY[name]
         try:
             assert_matches(lazy_fn(t), numpy_ref(np_fn, a))

@@ -38,6 +38,20 @@ def silu(x):
     return x * P.sigmoid(x)
 
 
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, as torch.nn.functional.softplus: x itself
+    where beta x > threshold (pass threshold=math.inf for the exact function)."""
+    x = as_tensor(x)
+    require_float("softplus", x)
+    if beta == 1.0:
+        soft = P.softplus(x)
+    else:
+        soft = P.softplus(x * beta) / beta
+    if threshold == math.inf:
+        return soft
+    return P.where(x * beta > threshold, x, soft)
+
+
 def softmax(x, axis=-1):
     """exp(x - max) / sum(exp(x - max)) along ``axis``."""
     x = as_tensor(x)

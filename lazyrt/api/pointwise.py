@@ -47,6 +47,7 @@ negative, abs, exp, log, log1p, expm1 = (
     _unary(o) for o in (ops.NEG, ops.ABS, ops.EXP, ops.LOG, ops.LOG1P, ops.EXPM1))
 sqrt, rsqrt, sin, cos, tanh, sigmoid, erf = (
     _unary(o) for o in (ops.SQRT, ops.RSQRT, ops.SIN, ops.COS, ops.TANH, ops.SIGMOID, ops.ERF))
+exp2, erfc, softplus = _unary(ops.EXP2), _unary(ops.ERFC), _unary(ops.SOFTPLUS)
 floor, ceil, round, sign, reciprocal, square = (
     _unary(o) for o in (ops.FLOOR, ops.CEIL, ops.ROUND, ops.SIGN, ops.RECIPROCAL, ops.SQUARE))
 isnan, isinf, isfinite, logical_not, invert = (

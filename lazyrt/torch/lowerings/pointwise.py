@@ -185,6 +185,8 @@ UNARY = [
     (aten.tanh, P.tanh, KIND.INT_TO_FLOAT),
     (aten.sigmoid, P.sigmoid, KIND.INT_TO_FLOAT),
     (aten.erf, P.erf, KIND.INT_TO_FLOAT),
+    (aten.erfc, P.erfc, KIND.INT_TO_FLOAT),
+    (aten.exp2, P.exp2, KIND.INT_TO_FLOAT),
     (aten.reciprocal, P.reciprocal, KIND.INT_TO_FLOAT),
     (aten.sign, _sign, KIND.DEFAULT),
     (aten.floor, P.floor, KIND.DEFAULT),
@@ -387,10 +389,16 @@ def _hardtanh(a, lo=-1, hi=1):
     return P.astype(y, x.dtype)
 
 
-@register_lowering(aten.exp2.default)
-def _exp2(a):
-    comp, out = promoted(KIND.INT_TO_FLOAT, a)
-    return down(P.power(runtime_scalar(2, comp), operand(a, comp)), out)
+@register_lowering(aten.softplus.default)
+def _softplus(a, beta=1, threshold=20):
+    """log1p(exp(beta x)) / beta, x itself past the threshold, as eager; lazyrt's
+    softplus op, exact to the last bit where eager's formula rounds twice."""
+    v = value(a)
+    x = up(v)
+    code = x._node.dtype
+    bx = x if beta == 1 else x * runtime_scalar(beta, code)
+    soft = P.softplus(bx) if beta == 1 else P.softplus(bx) / runtime_scalar(beta, code)
+    return down(S.where(bx > runtime_scalar(threshold, code), x, soft), v._node.dtype)
 
 
 def _nan_ignoring(fn):
