@@ -1,10 +1,42 @@
-/* lazyrt_math_double.h — the float64 functions generated C kernels call:
- * exp, log, sigmoid (vectorized), and the rest through libm (scalar calls,
- * correctly handled, glibc's < 1 ULP).
+/* lazyrt_math_double.h — the float64 functions generated C kernels call.
  *
  * Included last by lazyrt_math.h, after the selects, the float32 functions and
  * LZ__LN2 (lazyrt_math_array_api.h); the same rules hold (no -ffast-math,
- * branch-free code GCC vectorizes in `#pragma omp simd` loops).
+ * branch-free code GCC vectorizes in `#pragma omp simd` loops, no tables).
+ *
+ * The vectorized ones share double-double cores: the Cody-Waite exp reduction
+ * with r kept as r + rl, e^r - 1 as hi + lo, and log(1 + f) = 2 atanh(f/(2+f))
+ * as hi + lo; each function adds its parts by exact two-sums and rounds once
+ * (twice only for a subnormal result: still below 1 ULP). IEEE specials as
+ * glibc/NumPy: NaN propagates, ±inf give the limits, -0 is kept where libm
+ * keeps it, overflow is inf, underflow goes through the subnormals.
+ *
+ * Max error vs x87 long double in ULPs of the exact value: "1e8" is 10^8
+ * inputs per function (LAZYRT_EXHAUSTIVE_MATH=1), "1e7" 10^7 of the same
+ * distribution (tests/test_c_math_f64.py: the whole range, dense near 0,
+ * the overflow/underflow limits and the hard spots; the tests assert < 1).
+ * Speed: ns/element, 1 thread, median of 9, Xeon (AVX-512, GCC 12, the C
+ * backend's flags), 2^16 doubles in cache / 2^24 from memory, vs the libm
+ * call it replaced (scalar loop):
+ *
+ *   function      1e8    1e7    vectorized  ns/elem 2^16 (libm)  2^24 (libm)
+ *   lz_exp        @E8    0.79   yes         LZ_EXP
+ *   lz_log        @L8    0.82   yes         LZ_LOG
+ *   lz_log2       @L28   0.56   yes         LZ_LOG2
+ *   lz_log10      @LT8   0.54   yes         LZ_LOG10
+ *   lz_log1p      @LP8   0.54   yes         LZ_LOG1P
+ *   lz_expm1      @EM8   0.57   yes         LZ_EXPM1
+ *   lz_tanh       @T8    0.54   yes         LZ_TANH
+ *   lz_sigmoid    @S8    0.75   yes         LZ_SIGMOID
+ *   lz_softplus   @SP8   0.75   yes         LZ_SOFTPLUS
+ *   lz_exp2       @E28   0.75   yes         LZ_EXP2
+ *   (the 0.75s are subnormal results, rounded twice; elsewhere those are < 0.6)
+ *   lz_sigmoid was 1/(1 + lz_exp(-x)): 2.3 ULP, and 0 below x = -709.78.
+ *
+ * Still libm (scalar calls, glibc's accuracy): erf, erfc, sin, cos, tan,
+ * atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, pow. erf/erfc
+ * below 1 ULP need new fits evaluated in double-double; sin/cos/tan need a
+ * Payne-Hanek reduction for huge arguments that runs on every lane.
  */
 #ifndef LAZYRT_MATH_DOUBLE_H
 #define LAZYRT_MATH_DOUBLE_H
@@ -360,8 +392,9 @@ static inline double lz_exp2(double x)
 }
 static inline double lz_erf(double x) { return erf(x); }
 static inline double lz_erfc(double x) { return erfc(x); }
-static inline double lz_sin(double x) { return sin(x); }
-static inline double lz_cos(double x) { return cos(x); }
+
+/* sin, cos, tan: Cody-Waite and Payne-Hanek reductions, on the helpers above */
+#include "lazyrt_math_double_trig.h"
 
 /* ---- the array API's float64 functions: libm ---------------------------------------------------------- */
 
@@ -371,7 +404,6 @@ static inline double lz_asin(double x) { return asin(x); }
 static inline double lz_acos(double x) { return acos(x); }
 static inline double lz_sinh(double x) { return sinh(x); }
 static inline double lz_cosh(double x) { return cosh(x); }
-static inline double lz_tan(double x) { return tan(x); }
 static inline double lz_asinh(double x) { return asinh(x); }
 static inline double lz_acosh(double x) { return acosh(x); }
 static inline double lz_atanh(double x) { return atanh(x); }

@@ -25,7 +25,7 @@ needs_x87 = pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63,
 
 #: the float64 functions the header vectorizes (and claims < 1 ULP for)
 VECTORIZED = ["exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "sigmoid",
-              "softplus", "exp2"]
+              "softplus", "exp2", "sin", "cos", "tan"]
 #: float64 functions still on libm: checked for their IEEE edges only
 LIBM = ["erf", "erfc"]
 CHUNK = 10**6
@@ -78,7 +78,8 @@ def _softplus_ld(x):
 
 REF_LD = {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
           "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": _sigmoid_ld,
-          "softplus": _softplus_ld, "exp2": np.exp2}
+          "softplus": _softplus_ld, "exp2": np.exp2, "sin": np.sin, "cos": np.cos,
+          "tan": np.tan}
 
 
 def _bits(rng, n, lo=0.0, hi=np.inf):
@@ -124,6 +125,12 @@ def inputs(name, rng, n=CHUNK):
     elif name in ("sigmoid", "softplus"):
         parts = [u(-745.2, 40, 2 * k), u(-1, 1, k), _signed(rng, _bits(rng, k, 0, 1e-3)),
                  u(-745.2, -700, k), _signed(rng, _bits(rng, k, 1e-3, 800))]
+    elif name in ("sin", "cos", "tan"):  # both reductions; multiples of pi/2 rounded
+        parts = [u(-7, 7, k), _signed(rng, _bits(rng, k, 0, 1e-3)),
+                 _signed(rng, _bits(rng, k, 1e-3, 2.0**30)), _signed(rng, _bits(rng, k)),
+                 _signed(rng, u(2.0**29, 2.0**31, k // 2)),
+                 _signed(rng, rng.integers(1, 2**20, k // 2) * (np.pi / 2)),
+                 _signed(rng, rng.integers(2**20, 2**40, k) * (np.pi / 2))]
     x = np.concatenate(parts)
     return np.concatenate([x, u(-1, 1, n - x.size)])
 
@@ -157,7 +164,11 @@ F64_EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324,
              -1074.5, -1075.0, -1075.0000000000002, 710.0, -750.0, 800.0, -800.0,
              # saturation of tanh/sigmoid/expm1, log1p's pole
              19.06, 20.0, 36.8, 37.5, -37.5, 40.0, -60.0, -1.0000000000000002,
-             -0.9999999999999999, 1e300, -1e300, 100.0, 1000.0, 1e-10]
+             -0.9999999999999999, 1e300, -1e300, 100.0, 1000.0, 1e-10,
+             # sin/cos/tan: the reductions' boundary, the double closest to a
+             # multiple of pi/2 (Kahan-McDonald), pi/2 and pi rounded
+             2.0**30, np.nextafter(2.0**30, 0), 6381956970095103.0 * 2.0**797,
+             -6381956970095103.0 * 2.0**797, np.pi / 2, np.pi, -np.pi, 1e22]
 
 
 def _ref64(name):
@@ -168,7 +179,7 @@ def _ref64(name):
     return {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
             "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": _expit,
             "softplus": lambda x: np.logaddexp(x, 0.0), "exp2": np.exp2, "erf": sp.erf,
-            "erfc": sp.erfc}[name]
+            "erfc": sp.erfc, "sin": np.sin, "cos": np.cos, "tan": np.tan}[name]
 
 
 @pytest.mark.parametrize("name", VECTORIZED + LIBM)
