@@ -42,7 +42,7 @@
 
 /* log1p(x) for a finite double x > -1: log(u) corrected by the rounding of
  * u = 1 + x (u - 1 is exact), as lz_log1pf. */
-static inline double lz__log1p_d(double x)
+LZ_INLINE double lz__log1p_d(double x)
 {
     double u = 1.0 + x;
     return lz__log_d(u) + (x - (u - 1.0)) / u;
@@ -52,7 +52,7 @@ static inline double lz__log1p_d(double x)
  * estimate, then one on sqrt itself): libm's sqrt may set errno, which keeps
  * GCC from vectorizing it without -fno-math-errno. For v normal (>= 2^-1022),
  * 0, inf, negative (NaN) and NaN; within 1 ULP of a double. */
-static inline double lz__sqrt_d(double v)
+LZ_INLINE double lz__sqrt_d(double v)
 {
     int ok = (v > 0.0) & (v < INFINITY);
     double vs = lz__sel(ok, v, 1.0);
@@ -70,7 +70,7 @@ static inline double lz__sqrt_d(double v)
 /* atan(t) for t >= 0, +inf and NaN included. Reduced to |u| <= tan(pi/8):
  * t > tan(3pi/8): pi/2 + atan(-1/t); t > tan(pi/8): pi/4 + atan((t-1)/(t+1));
  * then the Taylor series to u^31 (truncation < 1e-13 relative). */
-static inline double lz__atan_pos_d(double t)
+LZ_INLINE double lz__atan_pos_d(double t)
 {
     int big = t > 2.414213562373095, mid = t > 0.41421356237309503;
     double u = lz__sel(big, -1.0 / lz__sel(big, t, 1.0),
@@ -99,7 +99,7 @@ static inline double lz__atan_pos_d(double t)
  * smaller over the larger magnitude, reflected into its octant and quadrant.
  * Both zero: ratio 0 (atan2(±0, +0) = ±0, atan2(±0, -0) = ±pi); both
  * infinite: ratio 1 (±pi/4, ±3pi/4). */
-static inline double lz__atan2_d(double y, double x)
+LZ_INLINE double lz__atan2_d(double y, double x)
 {
     double ay = fabs(y), ax = fabs(x);
     int steep = ay > ax;
@@ -114,33 +114,33 @@ static inline double lz__atan2_d(double y, double x)
 }
 
 /* |r| with the sign bit of x (r >= 0 or NaN) */
-static inline float lz__signed_like(double r, float x)
+LZ_INLINE float lz__signed_like(double r, float x)
 {
     return lz__asfloat(lz__asuint32((float)r) | (lz__asuint32(x) & 0x80000000u));
 }
 
 /* ---- float32 (vectorizable, through double) ------------------------------- */
 
-static inline float lz_atanf(float x)
+LZ_INLINE float lz_atanf(float x)
 {
     return lz__signed_like(lz__atan_pos_d(fabs((double)x)), x);
 }
 
-static inline float lz_atan2f(float y, float x)
+LZ_INLINE float lz_atan2f(float y, float x)
 {
     return (float)lz__atan2_d((double)y, (double)x);
 }
 
 /* asin x = atan(|x| / sqrt(1 - x^2)): 1 - |x| and 1 + |x| are exact in
  * double; |x| = 1 gives atan(inf) = pi/2, |x| > 1 a NaN square root. */
-static inline float lz_asinf(float x)
+LZ_INLINE float lz_asinf(float x)
 {
     double a = fabs((double)x);
     return lz__signed_like(lz__atan_pos_d(a / lz__sqrt_d((1.0 - a) * (1.0 + a))), x);
 }
 
 /* acos x = 2 atan(sqrt((1 - x) / (1 + x))): x = -1 gives 2 atan(inf) = pi. */
-static inline float lz_acosf(float x)
+LZ_INLINE float lz_acosf(float x)
 {
     double d = x;
     return (float)(2.0 * lz__atan_pos_d(lz__sqrt_d((1.0 - d) / (1.0 + d))));
@@ -148,13 +148,13 @@ static inline float lz_acosf(float x)
 
 /* sinh |x| = (e + e / (e + 1)) / 2 with e = expm1 |x| (no cancellation near 0);
  * |x| is clamped at 100, where float32 has overflowed already. */
-static inline float lz_sinhf(float x)
+LZ_INLINE float lz_sinhf(float x)
 {
     double e = lz__expm1_d(lz__clamp_mag(fabs((double)x), 100.0));
     return lz__signed_like(0.5 * (e + e / (e + 1.0)), x);
 }
 
-static inline float lz_coshf(float x)
+LZ_INLINE float lz_coshf(float x)
 {
     double e = lz__exp_d(lz__clamp_mag(fabs((double)x), 100.0));
     return (float)(0.5 * (e + 1.0 / e));
@@ -162,7 +162,7 @@ static inline float lz_coshf(float x)
 
 /* asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))): x^2 cannot overflow a
  * double for a float32 x; inf and NaN pass through. */
-static inline float lz_asinhf(float x)
+LZ_INLINE float lz_asinhf(float x)
 {
     double a = fabs((double)x);
     int ok = a < INFINITY;
@@ -172,7 +172,7 @@ static inline float lz_asinhf(float x)
 }
 
 /* acosh x = log1p(t + sqrt(t (x + 1))), t = x - 1 exact; x < 1 is NaN. */
-static inline float lz_acoshf(float x)
+LZ_INLINE float lz_acoshf(float x)
 {
     double d = x;
     int ok = (d >= 1.0) & (d < INFINITY);
@@ -182,7 +182,7 @@ static inline float lz_acoshf(float x)
 }
 
 /* atanh |x| = log1p(2|x| / (1 - |x|)) / 2; |x| = 1 is inf, |x| > 1 NaN. */
-static inline float lz_atanhf(float x)
+LZ_INLINE float lz_atanhf(float x)
 {
     double a = fabs((double)x);
     int ok = a < 1.0;
@@ -194,18 +194,18 @@ static inline float lz_atanhf(float x)
 /* log2 and log10 in float32 arithmetic, as lz_logf (lazyrt_math_transcendental.h): k plus
  * ln(m)/ln 2, and k log10(2) + ln(m)/ln 10, with the constants in two parts
  * (powers of two and of ten come out exact). */
-static inline float lz_log2f(float x)
+LZ_INLINE float lz_log2f(float x)
 {
     return lz__log_basef(x, 1.0f, 0.0f, 0x1.715476p0f, 0x1.4ae0cp-26f);
 }
-static inline float lz_log10f(float x)
+LZ_INLINE float lz_log10f(float x)
 {
     return lz__log_basef(x, 0x1.344p-2f, 0x1.3509f8p-18f, 0x1.bcb7b2p-2f, -0x1.5b235ep-27f);
 }
 
 /* log(e^a + e^b) = max + log1p(e^-|a-b|); a == b (equal infinities too) is
  * a + ln 2, as NumPy's npy_logaddexp. */
-static inline float lz_logaddexpf(float a, float b)
+LZ_INLINE float lz_logaddexpf(float a, float b)
 {
     double x = a, y = b;
     double d = -fabs(x - y);
@@ -217,7 +217,7 @@ static inline float lz_logaddexpf(float a, float b)
 /* libm (see the table at the top) */
 /* tan as sin r / cos r of the shared reduction (lazyrt_math_transcendental.h): -cos r / sin r
  * in odd quadrants; one division in double, one rounding to float. */
-static inline float lz_tanf(float x)
+LZ_INLINE float lz_tanf(float x)
 {
     uint32_t q;
     double r = lz__reduce_pio2f(x, &q);
@@ -230,17 +230,17 @@ static inline float lz_tanf(float x)
 
 /* ---- exact on the bits (both widths) -------------------------------------- */
 
-static inline float lz_copysignf(float a, float b)
+LZ_INLINE float lz_copysignf(float a, float b)
 {
     return lz__asfloat((lz__asuint32(a) & 0x7fffffffu) | (lz__asuint32(b) & 0x80000000u));
 }
-static inline double lz_copysign(double a, double b)
+LZ_INLINE double lz_copysign(double a, double b)
 {
     return lz__asdouble((lz__asuint64(a) & 0x7fffffffffffffffULL)
                         | (lz__asuint64(b) & 0x8000000000000000ULL));
 }
-static inline int lz_signbitf(float x) { return (int)(lz__asuint32(x) >> 31); }
-static inline int lz_signbit(double x) { return (int)(lz__asuint64(x) >> 63); }
+LZ_INLINE int lz_signbitf(float x) { return (int)(lz__asuint32(x) >> 31); }
+LZ_INLINE int lz_signbit(double x) { return (int)(lz__asuint64(x) >> 63); }
 
 /* ---- shifts, NumPy's results without C's undefined behaviour -------------
  * A shift amount outside [0, bits) (NumPy reads a negative one as a huge

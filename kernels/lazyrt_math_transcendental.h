@@ -56,7 +56,7 @@
 
 /* exp(x) for x in [-700, 700]. n = round(x/ln2) through the 1.5*2^52 shifter,
  * whose low mantissa bits then hold n; 2^n is built from those bits. */
-static inline double lz__exp_d(double x)
+LZ_INLINE double lz__exp_d(double x)
 {
     const double shifter = 0x1.8p52;
     double kd = x * 0x1.71547652b82fep0 + shifter;
@@ -79,7 +79,7 @@ static inline double lz__exp_d(double x)
 
 /* exp(x) - 1 for x in [-700, 700], relative accuracy everywhere (a Taylor
  * series near 0 where exp(x) - 1 would cancel). -0 stays -0. */
-static inline double lz__expm1_d(double x)
+LZ_INLINE double lz__expm1_d(double x)
 {
     double q = 1.0 / 3628800;
     q = q * x + 1.0 / 362880;
@@ -98,7 +98,7 @@ static inline double lz__expm1_d(double x)
 
 /* log(u) for a positive, finite, normal double u. u = 2^k * z with z in
  * [sqrt(1/2), sqrt(2)); log z = 2 atanh(s), s = (z-1)/(z+1), |s| <= 0.172. */
-static inline double lz__log_d(double u)
+LZ_INLINE double lz__log_d(double u)
 {
     uint64_t ix = lz__asuint64(u);
     /* biased so the subtraction never goes negative: kb = k + 1024 */
@@ -127,7 +127,7 @@ static inline double lz__log_d(double u)
  * degree-6 polynomial (1 + r + r^2 q(r), q a near-minimax fit: relative error
  * 4e-9 on |r| <= 0.347), and 2^n applied in two exact-or-single-rounding
  * steps, so results in the denormal range round only once. */
-static inline float lz__expf_poly(float r)
+LZ_INLINE float lz__expf_poly(float r)
 {
     float q = 0x1.6a244cp-10f;
     q = LZ__FMAF(q, r, 0x1.1239d4p-7f);
@@ -137,7 +137,7 @@ static inline float lz__expf_poly(float r)
     return LZ__FMAF(q, r * r, r) + 1.0f;
 }
 
-static inline float lz_expf(float x)
+LZ_INLINE float lz_expf(float x)
 {
     float xc = lz__clamp_magf(x, 150.0f); /* NaN passes; ±inf -> ±150: inf / 0 */
     const float shifter = 0x1.8p23f;
@@ -163,7 +163,7 @@ static inline float lz_expf(float x)
  * kept as an unevaluated hi + lo pair (r*r split exactly by an FMA), and the
  * k*ln2 (or k, or k*log10 2) term is added by an exact two-sum, so only the last
  * addition rounds at full size: 0.5 ULP plus the small terms' errors. */
-static inline float lz__ln1p_small(float r, float *lo)
+LZ_INLINE float lz__ln1p_small(float r, float *lo)
 {
     float r2 = r * r;
     float r2e = LZ__FMAF(r, r, -r2);          /* r*r == r2 + r2e exactly */
@@ -184,7 +184,7 @@ static inline float lz__ln1p_small(float r, float *lo)
 }
 
 /* s = a + b exactly as s + err (Knuth's two-sum: any magnitudes) */
-static inline float lz__two_sumf(float a, float b, float *err)
+LZ_INLINE float lz__two_sumf(float a, float b, float *err)
 {
     float s = a + b;
     float bb = s - a;
@@ -193,7 +193,7 @@ static inline float lz__two_sumf(float a, float b, float *err)
 }
 
 /* x > 0 finite (others give garbage the callers select away): k and r */
-static inline float lz__log_reducef(float x, float *r)
+LZ_INLINE float lz__log_reducef(float x, float *r)
 {
     int sub = x < 0x1p-126f;
     uint32_t ix = lz__asuint32(lz__self(sub, x * 0x1p23f, x));
@@ -206,7 +206,7 @@ static inline float lz__log_reducef(float x, float *r)
 /* log_base(x) = k*c + ln(1 + r)*d, c and d given as hi + lo (c's hi short
  * enough that k*c_hi is exact); specials as libm: log(0) = -inf, log(inf) = inf,
  * negative and NaN give NaN. */
-static inline float lz__log_basef(float x, float c_hi, float c_lo, float d_hi, float d_lo)
+LZ_INLINE float lz__log_basef(float x, float c_hi, float c_lo, float d_hi, float d_lo)
 {
     float r;
     float kf = lz__log_reducef(x, &r);
@@ -221,7 +221,7 @@ static inline float lz__log_basef(float x, float c_hi, float c_lo, float d_hi, f
     return lz__self((x > 0.0f) & (x < INFINITY), y, special);
 }
 
-static inline float lz_logf(float x)
+LZ_INLINE float lz_logf(float x)
 {
     return lz__log_basef(x, 0x1.62e4p-1f, 0x1.7f7d1cp-20f, 1.0f, 0.0f);
 }
@@ -229,7 +229,7 @@ static inline float lz_logf(float x)
 /* log1p: |x| < 1/3 is r itself (exact, k = 0); otherwise u = 1 + x
  * is reduced and (x - (u - 1))/u corrects u's rounding (u - 1 exact for u <= 2;
  * above 2, 1 - (u - x) is). */
-static inline float lz_log1pf(float x)
+LZ_INLINE float lz_log1pf(float x)
 {
     int small = fabsf(x) < 0x1.555556p-2f;
     float u = 1.0f + x;
@@ -256,7 +256,7 @@ static inline float lz_log1pf(float x)
  * again as hi + lo; then 2^n (e^r - 1) + (2^n - 1) by an exact two-sum and one rounding
  * (2^n hi is exact: a power of two times a float).
  * x < -17.33 rounds to -1; past 88.73 to inf (2^n in two steps at n = 128). */
-static inline float lz_expm1f(float x)
+LZ_INLINE float lz_expm1f(float x)
 {
     float xc = lz__self(x < -20.0f, -20.0f, lz__self(x > 100.0f, 100.0f, x)); /* NaN passes */
     const float shifter = 0x1.8p23f;
@@ -293,7 +293,7 @@ static inline float lz_expm1f(float x)
  * 0.625, where 1 - 2/(e^2a + 1) would cancel, and that formula above it; the
  * sign of x is put back last (tanh(-0) = -0, NaN stays NaN). e^2a needs no
  * range handling: 2a is clamped to [0, 40], so 2^n is a plain normal scale. */
-static inline float lz_tanhf(float x)
+LZ_INLINE float lz_tanhf(float x)
 {
     float a = fabsf(x);
     float z = a * a;
@@ -326,7 +326,7 @@ static inline float lz_tanhf(float x)
  * x < 0 gives E/D = E inv (1 + rr), with E inv's product error by an FMA.
  * Only the last addition rounds at full size: 0.5 ULP plus ~0.3 (was 2.4 ULP
  * as (x < 0 ? e : 1) / (1 + e)). exp(-|x|) never overflows; NaN propagates. */
-static inline float lz_sigmoidf(float x)
+LZ_INLINE float lz_sigmoidf(float x)
 {
     float a = lz__clamp_magf(fabsf(x), 150.0f);
     const float shifter = 0x1.8p23f;
@@ -362,7 +362,7 @@ static inline float lz_sigmoidf(float x)
  * split exactly by an FMA, erfcx a degree-12 fit in u on [-1, 1]. Past 3.9
  * erf rounds to 1.0f (erfc(3.9) = 3.5e-8 is below half an ulp of 1). NaN
  * passes every select; the sign of x is put back last (erf(-0) = -0). */
-static inline float lz_erff(float x)
+LZ_INLINE float lz_erff(float x)
 {
     float a = fabsf(x);
     float w = a * a;
@@ -406,7 +406,7 @@ static inline float lz_erff(float x)
 
 /* 2^x = e^(x ln2): x ln2 rounds at 2^-53 relative (|x| <= 200), far below a
  * float ULP, so powers of two come out exact; NaN passes the clamp. */
-static inline float lz_exp2f(float x)
+LZ_INLINE float lz_exp2f(float x)
 {
     double xd = lz__clamp_mag((double)x, 200.0);
     return (float)lz__exp_d(xd * 0x1.62e42fefa39efp-1);
@@ -417,7 +417,7 @@ static inline float lz_exp2f(float x)
  * (relative error 2e-10; past 10.1 erfc is below half the least subnormal);
  * below 0.47 as 1 - erf(x) with erf's own small-x series (no cancellation:
  * erfc > 0.5 there). erfc(-x) = 2 - erfc(x). NaN takes the erfcx path. */
-static inline float lz_erfcf(float x)
+LZ_INLINE float lz_erfcf(float x)
 {
     double a = fabs((double)x);
     double b = lz__sel(a > 10.1, 10.1, a);
@@ -453,7 +453,7 @@ static inline float lz_erfcf(float x)
  * np.logaddexp(x, 0). log1p(e) for e = e^-|x| in (0, 1]: the series
  * e - e^2/2 + e^3/3 below 2^-20 (truncation 2^-80), log(1 + e) above
  * (lz__log_d knows no NaN: a NaN x is selected back at the end). */
-static inline float lz_softplusf(float x)
+LZ_INLINE float lz_softplusf(float x)
 {
     double xd = (double)x;
     double e = lz__exp_d(-lz__clamp_mag(fabs(xd), 200.0));
@@ -483,7 +483,7 @@ static const uint32_t lz__two_over_pi[10] = {
 
 /* word k (k <= 6) of 2/pi by selects: four blends beat a vector gather per word
  * (sin 2^24 floats: 43 ms with gathers) */
-static inline uint64_t lz__two_over_pi_at(uint32_t k)
+LZ_INLINE uint64_t lz__two_over_pi_at(uint32_t k)
 {
     uint32_t v = lz__two_over_pi[6];
     for (uint32_t j = 0; j < 6; j++)
@@ -492,7 +492,7 @@ static inline uint64_t lz__two_over_pi_at(uint32_t k)
 }
 
 /* r (double, |r| <= pi/4) and the quadrant n mod 4 of |x|, x finite */
-static inline double lz__reduce_pio2f(float x, uint32_t *quadrant)
+LZ_INLINE double lz__reduce_pio2f(float x, uint32_t *quadrant)
 {
     uint32_t ix = lz__asuint32(x) & 0x7fffffffu;
     double xd = (double)lz__asfloat(ix);
@@ -521,7 +521,7 @@ static inline double lz__reduce_pio2f(float x, uint32_t *quadrant)
     return lz__sel(small, rs, rl);
 }
 
-static inline double lz__sin_poly(double r, double z)
+LZ_INLINE double lz__sin_poly(double r, double z)
 {
     double p = -1.0 / 6227020800.0;
     p = p * z + 1.0 / 39916800.0;
@@ -532,7 +532,7 @@ static inline double lz__sin_poly(double r, double z)
     return r - r * z * p;
 }
 
-static inline double lz__cos_poly(double z)
+LZ_INLINE double lz__cos_poly(double z)
 {
     double p = -1.0 / 87178291200.0;
     p = p * z + 1.0 / 479001600.0;
@@ -543,7 +543,7 @@ static inline double lz__cos_poly(double z)
     return 1.0 - 0.5 * z + z * z * p;
 }
 
-static inline float lz_sinf(float x)
+LZ_INLINE float lz_sinf(float x)
 {
     uint32_t q;
     double r = lz__reduce_pio2f(x, &q);
@@ -555,7 +555,7 @@ static inline float lz_sinf(float x)
     return lz__self(fabsf(x) < INFINITY, lz__self(x == 0.0f, x, y), x - x);
 }
 
-static inline float lz_cosf(float x)
+LZ_INLINE float lz_cosf(float x)
 {
     uint32_t q;
     double r = lz__reduce_pio2f(x, &q);

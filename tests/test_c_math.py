@@ -573,6 +573,13 @@ def test_header_functions_vectorize_without_fast_math(tmp_path):
         lines.append("#pragma omp simd")
         lines.append(f"  for (long i = 0; i < n; i++) y[i] = {f}(x[i]); }}")
         where[len(lines)] = f
+    # one kernel calling the big functions twice (GELU forward and backward):
+    # GCC's own heuristics kept lz_erff out of line then, and the loop scalar
+    lines.append("void v_twice(long n, const float *x, float *y) {")
+    lines.append("#pragma omp simd")
+    lines.append("  for (long i = 0; i < n; i++) y[i] = lz_erff(x[i]) * lz_erff(2.0f * x[i]) "
+                 "+ lz_tanhf(x[i]) * lz_tanhf(-x[i]) + lz_logf(x[i]) * lz_logf(3.0f * x[i]); }")
+    where[len(lines)] = "erff, tanhf, logf called twice in one loop"
     src = tmp_path / "vec.c"
     src.write_text("\n".join(lines) + "\n")
     cc = CCompiler(cache_dir=str(tmp_path))
