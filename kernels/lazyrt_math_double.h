@@ -398,8 +398,6 @@ static inline double lz_erfc(double x) { return erfc(x); }
 
 /* ---- the array API's float64 functions: libm ---------------------------------------------------------- */
 
-static inline double lz_atan(double x) { return atan(x); }
-static inline double lz_atan2(double y, double x) { return atan2(y, x); }
 static inline double lz_asin(double x) { return asin(x); }
 static inline double lz_acos(double x) { return acos(x); }
 static inline double lz_sinh(double x) { return sinh(x); }

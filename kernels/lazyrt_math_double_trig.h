@@ -221,4 +221,97 @@ static inline double lz_tan(double x)
     return lz__sel(a < INFINITY, y, x - x);
 }
 
+/* ---- atan, atan2 ----------------------------------------------------------
+ * atan(t) = k pi/16 + atan(u), u = (t - c_k) / (1 + t c_k), c_k = tan(k pi/16)
+ * for the k nearest 16 atan(t)/pi (k = 8: u = -1/t, the same formula with
+ * c = inf), so |u| <= tan(pi/32) and the Taylor series to u^19 is below 2^-70;
+ * the classic addition-formula reduction (fdlibm's, with finer steps instead
+ * of a minimax fit). c_k, the quotient and k pi/16 are double-double: at
+ * k = 1 the result is as small as u, and a plain c_k would cost 2 ULPs. */
+
+/* c_k and its low part for k in 0..7, by selects */
+static inline double lz__tan_k_pi16(int64_t k, double *lo)
+{
+    double h = 0.0, l = 0.0;
+    h = lz__sel(k == 1, 0x1.975f5e0553158p-3, h), l = lz__sel(k == 1, 0x1.ef5d367441946p-61, l);
+    h = lz__sel(k == 2, 0x1.a827999fcef32p-2, h), l = lz__sel(k == 2, 0x1.08b2fb1366ea9p-56, l);
+    h = lz__sel(k == 3, 0x1.561b82ab7f990p-1, h), l = lz__sel(k == 3, 0x1.7a8c52172b675p-55, l);
+    h = lz__sel(k == 4, 1.0, h);
+    h = lz__sel(k == 5, 0x1.7f218e25a7461p+0, h), l = lz__sel(k == 5, 0x1.419fa6954928fp-54, l);
+    h = lz__sel(k == 6, 0x1.3504f333f9de6p+1, h), l = lz__sel(k == 6, 0x1.21165f626cdd5p-53, l);
+    h = lz__sel(k == 7, 0x1.41bfee2424771p+2, h), l = lz__sel(k == 7, 0x1.10706fed37f0ep-55, l);
+    *lo = l;
+    return h;
+}
+
+/* atan(t + tl) = hi + *lo for t >= 0 (inf too), |tl| <= ulp(t) */
+LZ__ALWAYS_INLINE double lz__atan_dd(double t, double tl, double *lo)
+{
+    int64_t k = (int64_t)(t > 0.09849140335716425) + (int64_t)(t > 0.3033466836073424)
+              + (int64_t)(t > 0.5345111359507917) + (int64_t)(t > 0.8206787908286604)
+              + (int64_t)(t > 1.2185035255879764) + (int64_t)(t > 1.8708684117893895)
+              + (int64_t)(t > 3.2965582089383205) + (int64_t)(t > 10.15317038760886);
+    double cl, c = lz__tan_k_pi16(k, &cl);
+    int inv = k == 8;
+    double nl, nh = lz__two_sum(t, -c, &nl);          /* t - c, exactly */
+    nl = lz__sel(inv, 0.0, nl + (tl - cl));
+    nh = lz__sel(inv, -1.0, nh);
+    double p = t * c, pe = __builtin_fma(t, c, -p);
+    double dl, dh = lz__two_sum(1.0, p, &dl);         /* 1 + t c */
+    dl = lz__sel(inv, tl, dl + (pe + t * cl));
+    dh = lz__sel(inv, t, dh);
+    double uh = nh / dh;
+    double ul = (__builtin_fma(-uh, dh, nh) + (nl - uh * dl)) / dh;
+    ul = lz__sel(dh < INFINITY, ul, 0.0);
+    double z = uh * uh;
+    double q = -1.0 / 19.0;
+    q = q * z + 1.0 / 17.0;
+    q = q * z - 1.0 / 15.0;
+    q = q * z + 1.0 / 13.0;
+    q = q * z - 1.0 / 11.0;
+    q = q * z + 1.0 / 9.0;
+    q = q * z - 1.0 / 7.0;
+    q = q * z + 1.0 / 5.0;
+    q = q * z - 1.0 / 3.0;
+    double kd = (double)k;
+    double ah = kd * 0x1.921fb54442d18p-3;
+    double al = __builtin_fma(kd, 0x1.921fb54442d18p-3, -ah) + kd * 0x1.1a62633145c07p-57;
+    double e, s = lz__two_sum(ah, uh, &e);
+    double l = e + (al + (ul * (1.0 - z) + (z * uh) * q));
+    double y = s + l;
+    *lo = (s - y) + l;
+    return y;
+}
+
+/* atan: odd, on |x| (atan(-0) = -0, NaN passes) */
+static inline double lz_atan(double x)
+{
+    double a = __builtin_fabs(x), lo;
+    double y = lz__atan_dd(a, 0.0, &lo) + lo;
+    y = lz__sel(a < 0x1p-30, a, y);                   /* keeps subnormals exact */
+    return lz__asdouble(lz__asuint64(y) | (lz__asuint64(x) & 0x8000000000000000ULL));
+}
+
+/* atan2(y, x) = ±atan(|y|/|x|), or ±(pi - atan(|y|/|x|)) when x's sign bit is
+ * set: the quotient as t + tl by the FMA remainder; 0/0 -> t = 0 and inf/inf
+ * -> t = 1 give Annex F's ±0, ±pi, ±pi/4, ±3pi/4; y's sign last. */
+static inline double lz_atan2(double y, double x)
+{
+    double ay = __builtin_fabs(y), ax = __builtin_fabs(x);
+    double sc = lz__sel((ay < 0x1p-900) & (ax < 0x1p-900), 0x1p1000, 1.0);  /* exact */
+    ay *= sc;
+    ax *= sc;
+    double t = ay / ax;
+    /* the remainder is exact unless it underflows; below ay = 2^-960, t < 2^-60
+     * (or both were scaled up) and atan(t) rounds as t does */
+    double tl = __builtin_fma(-t, ax, ay) / ax;
+    tl = lz__sel((ay > 0x1p-960) & (t < 0x1p1000) & (ax < INFINITY), tl, 0.0);
+    t = lz__sel(ay == 0.0, 0.0, lz__sel((ay == INFINITY) & (ax == INFINITY), 1.0, t));
+    double lo, hi = lz__atan_dd(t, tl, &lo);
+    double e, s = lz__two_sum(0x1.921fb54442d18p+1, -hi, &e);   /* pi - atan */
+    double r = lz__sel(lz__asuint64(x) >> 63, s + (e + (0x1.1a62633145c07p-53 - lo)), hi + lo);
+    r = lz__asdouble(lz__asuint64(r) | (lz__asuint64(y) & 0x8000000000000000ULL));
+    return lz__sel((x == x) & (y == y), r, x + y);    /* NaN even where t was fixed */
+}
+
 #endif /* LAZYRT_MATH_DOUBLE_TRIG_H */

@@ -25,7 +25,7 @@ needs_x87 = pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63,
 
 #: the float64 functions the header vectorizes (and claims < 1 ULP for)
 VECTORIZED = ["exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "sigmoid",
-              "softplus", "exp2", "sin", "cos", "tan"]
+              "softplus", "exp2", "sin", "cos", "tan", "atan"]
 #: float64 functions still on libm: checked for their IEEE edges only
 LIBM = ["erf", "erfc"]
 CHUNK = 10**6
@@ -38,6 +38,9 @@ def _wrappers() -> str:
         lines.append(f"void w_{f}(long n, const double *x, double *y) {{\n"
                      f"#pragma omp parallel for simd\n"
                      f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(x[i]); }}")
+    lines.append("void w_atan2(long n, const double *a, const double *b, double *y) {\n"
+                 "#pragma omp parallel for simd\n"
+                 "  for (long i = 0; i < n; i++) y[i] = lz_atan2(a[i], b[i]); }")
     return "\n".join(lines) + "\n"
 
 
@@ -47,10 +50,10 @@ def lib(tmp_path_factory):
         "test_lazyrt_math_f64", _wrappers())
 
 
-def call(lib, name, x):
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    y = np.empty_like(x)
-    getattr(lib, "w_" + name)(ctypes.c_long(x.size), ctypes.c_void_p(x.ctypes.data),
+def call(lib, name, *args):
+    args = [np.ascontiguousarray(a, dtype=np.float64) for a in args]
+    y = np.empty_like(args[0])
+    getattr(lib, "w_" + name)(ctypes.c_long(y.size), *[ctypes.c_void_p(a.ctypes.data) for a in args],
                               ctypes.c_void_p(y.ctypes.data))
     return y
 
@@ -79,7 +82,7 @@ def _softplus_ld(x):
 REF_LD = {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
           "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": _sigmoid_ld,
           "softplus": _softplus_ld, "exp2": np.exp2, "sin": np.sin, "cos": np.cos,
-          "tan": np.tan}
+          "tan": np.tan, "atan": np.arctan}
 
 
 def _bits(rng, n, lo=0.0, hi=np.inf):
@@ -131,6 +134,10 @@ def inputs(name, rng, n=CHUNK):
                  _signed(rng, u(2.0**29, 2.0**31, k // 2)),
                  _signed(rng, rng.integers(1, 2**20, k // 2) * (np.pi / 2)),
                  _signed(rng, rng.integers(2**20, 2**40, k) * (np.pi / 2))]
+    elif name == "atan":  # the reduction's breakpoints tan((2j-1) pi/32), and 1/t
+        parts = [u(-12, 12, 2 * k), _signed(rng, _bits(rng, k, 0, 1e-3)), _signed(rng, _bits(rng, k)),
+                 _near(rng, np.tan(np.arange(1, 16, 2) * np.pi / 32), k, 1e-3),
+                 _signed(rng, _bits(rng, k, 10, 1e20))]
     x = np.concatenate(parts)
     return np.concatenate([x, u(-1, 1, n - x.size)])
 
@@ -171,6 +178,42 @@ F64_EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324,
              -6381956970095103.0 * 2.0**797, np.pi / 2, np.pi, -np.pi, 1e22]
 
 
+def atan2_inputs(rng, n=CHUNK):
+    """pairs: all magnitudes and signs, ratios near the breakpoints, tiny and huge ratios"""
+    k = n // 4
+    y = np.concatenate([_signed(rng, _bits(rng, 2 * k)), rng.uniform(-5, 5, k),
+                        _signed(rng, _bits(rng, n - 3 * k, 1e-200, 1e200))])
+    ratio = np.concatenate([_signed(rng, _bits(rng, 2 * k)), rng.uniform(-5, 5, k),
+                            _near(rng, np.tan(np.arange(1, 16, 2) * np.pi / 32), n - 3 * k, 1e-3)])
+    with np.errstate(all="ignore"):
+        x = np.where(np.isfinite(y / ratio), y / ratio, 1.0)
+    return y, x
+
+
+@needs_x87
+def test_float64_atan2_is_within_1_ulp(lib):
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(CHUNKS):
+        y, x = atan2_inputs(rng)
+        err = ulp_vs_longdouble(call(lib, "atan2", y, x), y,
+                                lambda yl: np.arctan2(yl, x.astype(np.longdouble)))
+        worst = max(worst, float(err.max()))
+    assert worst < 1.0, worst
+
+
+def test_float64_atan2_special_cases_are_numpys(lib):
+    v = np.array(F64_EDGES[:16] + [3.0, -2.0, 1e-300, 1e300])
+    y, x = (a.ravel() for a in np.meshgrid(v, v))
+    ref = np.arctan2(y, x)
+    out = call(lib, "atan2", y, x)
+    special = ~np.isfinite(y) | ~np.isfinite(x) | (y == 0) | (x == 0)
+    same = (out == ref) | (np.isnan(out) & np.isnan(ref))
+    sign = (np.signbit(out) == np.signbit(ref)) | np.isnan(ref)
+    bad = special & ~(same & sign)
+    assert not bad.any(), list(zip(y[bad], x[bad], out[bad], ref[bad]))
+
+
 def _ref64(name):
     import scipy.special as sp
 
@@ -179,7 +222,8 @@ def _ref64(name):
     return {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
             "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": _expit,
             "softplus": lambda x: np.logaddexp(x, 0.0), "exp2": np.exp2, "erf": sp.erf,
-            "erfc": sp.erfc, "sin": np.sin, "cos": np.cos, "tan": np.tan}[name]
+            "erfc": sp.erfc, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+            "atan": np.arctan}[name]
 
 
 @pytest.mark.parametrize("name", VECTORIZED + LIBM)
@@ -227,6 +271,10 @@ def test_float64_functions_vectorize_with_the_backends_flags(tmp_path):
         lines.append("#pragma omp simd")
         lines.append(f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(x[i]); }}")
         where[len(lines)] = f
+    lines.append("void v_atan2(long n, const double *a, const double *b, double *y) {")
+    lines.append("#pragma omp simd")
+    lines.append("  for (long i = 0; i < n; i++) y[i] = lz_atan2(a[i], b[i]); }")
+    where[len(lines)] = "atan2"
     src = tmp_path / "vec.c"
     src.write_text("\n".join(lines) + "\n")
     cc = CCompiler(cache_dir=str(tmp_path))
