@@ -23,6 +23,7 @@
  *   lz_log10f                 0.689   0.58    1.0     yes (float32 arithmetic)
  *   lz_atan2f lz_logaddexpf     -     < 1     1.0     yes (2^20 random pairs + specials)
  *   lz_tanf                   0.500   0.50    1.0     yes (lz_sinf's reduction, a division)
+ *   lz_powf                     -     ?       1.0     yes (2^20 random pairs + Annex F's cases)
  *   lz_copysignf, lz_signbitf, shifts: exact, vectorized.
  *
  * Special cases are C99 Annex F's (the array API standard's lists agree):
@@ -129,6 +130,35 @@ LZ_INLINE float lz_atanf(float x)
 LZ_INLINE float lz_atan2f(float y, float x)
 {
     return (float)lz__atan2_d((double)y, (double)x);
+}
+
+/* pow(x, y) = 2^(y log2 |x|) in double: lz__log_d is accurate to ~2^-60 and
+ * y log|x| rounds at 2^-53 of |t| <= 300, so exp's argument is off by < 1e-13
+ * and its ~1e-10 relative error leaves the float rounding alone (0.5 ULP).
+ * C99 Annex F's special cases by selects: pow(x, ±0) = 1 and pow(1, y) = 1
+ * even for NaN, pow(-1, ±inf) = 1, a negative finite x with a finite non-
+ * integer y is NaN, an odd integer y keeps x's sign (±0 and ±inf included:
+ * log|±0| = -inf and log|±inf| = inf make t = ±inf, clamped to ±300, which
+ * exp turns into inf or 0). Every float with |y| >= 2^24 is an even integer. */
+LZ_INLINE float lz_powf(float x, float y)
+{
+    double ax = fabs((double)x), yd = (double)y;
+    int finite_pos = (ax > 0.0) & (ax < INFINITY);
+    double l = lz__log_d(lz__sel(finite_pos, ax, 1.0));
+    l = lz__sel(ax == 0.0, -INFINITY, lz__sel(ax == INFINITY, INFINITY, l));
+    double t = lz__clamp_mag(yd * l, 300.0);
+    double r = lz__exp_d(t);
+    /* integer y by a round trip through int32 (truncf does not vectorize) */
+    int32_t yi = (int32_t)lz__self(fabsf(y) < 0x1p24f, y, 0.0f);
+    int is_int = (fabsf(y) >= 0x1p23f) | ((float)yi == y);
+    int odd = is_int & (fabsf(y) < 0x1p24f) & (int)((uint32_t)yi & 1u);
+    int neg = (int)(lz__asuint32(x) >> 31);
+    r = lz__sel(neg & odd, -r, r);
+    r = lz__sel((x < 0.0f) & (fabsf(x) < INFINITY) & !is_int & (fabsf(y) < INFINITY), NAN, r);
+    r = lz__sel(x != x, (double)x, r);                       /* NaN x, y != 0 */
+    r = lz__sel((ax == 1.0) & (fabsf(y) == INFINITY), 1.0, r);  /* (-1)^±inf */
+    r = lz__sel((y == 0.0f) | (x == 1.0f), 1.0, r);
+    return (float)r;
 }
 
 /* asin x = atan(|x| / sqrt(1 - x^2)): 1 - |x| and 1 + |x| are exact in

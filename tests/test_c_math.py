@@ -42,7 +42,7 @@ BINARY = [("maxf", "float"), ("minf", "float"), ("max", "double"), ("min", "doub
           ("floordiv_i32", "int32_t"), ("mod_i32", "int32_t"),
           ("floordiv_i8", "int8_t"), ("mod_i8", "int8_t"),
           ("floordiv_u8", "uint8_t"), ("mod_u8", "uint8_t"),
-          ("atan2f", "float"), ("logaddexpf", "float"), ("copysignf", "float"),
+          ("atan2f", "float"), ("logaddexpf", "float"), ("copysignf", "float"), ("powf", "float"),
           ("atan2", "double"), ("logaddexp", "double"), ("copysign", "double")] + [
           (f"{k}_{s}", t) for k in ("shl", "shr") for s, t in
           (("i8", "int8_t"), ("u8", "uint8_t"), ("i32", "int32_t"), ("i64", "int64_t"))]
@@ -300,6 +300,33 @@ def _f32_pairs(seed):
     return np.concatenate([a, r[0]]), np.concatenate([b, r[1]])
 
 
+def test_float32_pow_is_within_1_ulp_with_annex_f_special_cases(lib):
+    """lz_powf (through double) on random pairs where the result is neither 0
+    nor inf, integer exponents of negative bases, and every pair of special
+    values (signed zeros and infinities, +-1, NaN, odd/even/non-integer y and
+    2^24, past which every float is even), bit-equal to NumPy's float32 power
+    where the result is special (0, 1, inf, NaN)."""
+    rng = np.random.default_rng(5)
+    n = 1 << 20
+    x = np.exp(rng.uniform(-87, 88, n)) * rng.choice([1.0, -1.0], n)
+    y = rng.uniform(-1, 1, n) * 80 / np.maximum(np.abs(np.log(np.abs(x))), 1.0)
+    y[: n // 2] = np.where(x[: n // 2] < 0, np.round(y[: n // 2]), y[: n // 2])
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    special = np.array([0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0,
+                        2.5, -2.5, 1e-45, 3e38, -3e38, 2.0**24, 2.0**24 + 2, 2.0**24 - 1,
+                        0.9999999, 1.0000001], np.float32)
+    sa, sb = (m.ravel() for m in np.meshgrid(special, special))
+    a, b = np.concatenate([sa, x]), np.concatenate([sb, y])
+    out = call(lib, "powf", a, b)
+    with np.errstate(all="ignore"):
+        exact = np.power(a.astype(np.float64), b.astype(np.float64))
+        libm = np.power(a, b)  # NumPy's float32 loop calls powf
+    assert ulp_error(out, exact).max() <= MAX_ULP_F32
+    edge = ~np.isfinite(libm) | (libm == 0) | (libm == 1) | ~np.isfinite(a) | ~np.isfinite(b)
+    edge[sa.size:] = False  # NumPy's own float32 pow is not correctly rounded (3^0.5)
+    assert_same_bits(out[edge], libm[edge])
+
+
 @pytest.mark.parametrize("name, ref", [("atan2", np.arctan2), ("logaddexp", np.logaddexp)])
 def test_float32_binary_functions_are_within_1_ulp_with_numpys_special_cases(lib, name, ref):
     a, b = _f32_pairs(4)
@@ -534,7 +561,7 @@ VECTORIZABLE = ["lz_expf", "lz_logf", "lz_log1pf", "lz_expm1f", "lz_tanhf", "lz_
                 "lz_erff", "lz_sinf", "lz_cosf", "lz_tanf", "lz_exp2f", "lz_erfcf", "lz_softplusf",
                 "lz_roundf", "lz_signf", "lz_f16bits_to_f32", "lz_f32_to_f16bits",
                 *(f"lz_{f}f" for f in ARRAY_API_F32)]
-VECTORIZABLE_BINARY = ["lz_atan2f", "lz_logaddexpf", "lz_copysignf"]
+VECTORIZABLE_BINARY = ["lz_atan2f", "lz_logaddexpf", "lz_copysignf", "lz_powf"]
 VECTORIZABLE_F64 = ["lz_exp", "lz_sigmoid", "lz_log"]
 
 
