@@ -393,6 +393,109 @@ static inline double lz_exp2(double x)
 static inline double lz_erf(double x) { return erf(x); }
 static inline double lz_erfc(double x) { return erfc(x); }
 
+/* ---- pow ------------------------------------------------------------------
+ * pow(x, y) = exp(y log|x|) with log|x| to ~2^-70 relative, so that y log|x|
+ * (up to 745 in magnitude) is good to ~2^-60 absolute: x = 2^k m (lz_log's
+ * reduction), m = c (1 + t) with c = 1 + j/32 the nearest (Tang's method, the
+ * table replaced by selects), t = (f - j/32)/c as t + tl (FMA remainder),
+ * |t| <= 0.023, log(1 + t) by its series with t, t^2/2 and t^3/3 in double-
+ * double; then y log|x| as hi + lo by FMA, and lz_exp's core on it. */
+
+/* log(1 + j/32) as hi + *lo, j in -9..13, by selects */
+static inline double lz__log_c32(double j, double *lo)
+{
+    double h = 0.0, l = 0.0;
+#define LZ__LOGC(J, H, L) h = lz__sel(j == (J), H, h), l = lz__sel(j == (J), L, l)
+    LZ__LOGC(-9, -0x1.522ae0738a3d8p-2, 0x1.8f7e9b38a6979p-57);
+    LZ__LOGC(-8, -0x1.269621134db92p-2, -0x1.e0efadd9db02bp-56);
+    LZ__LOGC(-7, -0x1.f991c6cb3b379p-3, -0x1.f665066f980a2p-57);
+    LZ__LOGC(-6, -0x1.a93ed3c8ad9e3p-3, -0x1.bcafa9de97203p-57);
+    LZ__LOGC(-5, -0x1.5bf406b543db2p-3, 0x1.1f5b44c0df7e7p-61);
+    LZ__LOGC(-4, -0x1.1178e8227e47cp-3, 0x1.0e63a5f01c691p-58);
+    LZ__LOGC(-3, -0x1.9335e5d594989p-4, 0x1.478a85704ccb7p-58);
+    LZ__LOGC(-2, -0x1.08598b59e3a07p-4, 0x1.dd7009902bf32p-58);
+    LZ__LOGC(-1, -0x1.0415d89e74444p-5, -0x1.c05cf1d753622p-59);
+    LZ__LOGC(1, 0x1.f829b0e783300p-6, 0x1.33e3f04f1ef23p-60);
+    LZ__LOGC(2, 0x1.f0a30c01162a6p-5, 0x1.85f325c5bbacdp-59);
+    LZ__LOGC(3, 0x1.6f0d28ae56b4cp-4, -0x1.906d99184b992p-58);
+    LZ__LOGC(4, 0x1.e27076e2af2e6p-4, -0x1.61578001e0162p-60);
+    LZ__LOGC(5, 0x1.29552f81ff523p-3, 0x1.301771c407dbfp-57);
+    LZ__LOGC(6, 0x1.5ff3070a793d4p-3, -0x1.bc60efafc6f6ep-58);
+    LZ__LOGC(7, 0x1.9525a9cf456b4p-3, 0x1.d904c1d4e2e26p-57);
+    LZ__LOGC(8, 0x1.c8ff7c79a9a22p-3, -0x1.4f689f8434012p-57);
+    LZ__LOGC(9, 0x1.fb9186d5e3e2bp-3, -0x1.caaae64f21acbp-57);
+    LZ__LOGC(10, 0x1.1675cababa60ep-2, 0x1.ce63eab883717p-61);
+    LZ__LOGC(11, 0x1.2e8e2bae11d31p-2, -0x1.8f4cdb95ebdf9p-56);
+    LZ__LOGC(12, 0x1.4618bc21c5ec2p-2, 0x1.f42decdeccf1dp-56);
+    LZ__LOGC(13, 0x1.5d1bdbf5809cap-2, 0x1.4236383dc7fe1p-56);
+#undef LZ__LOGC
+    *lo = l;
+    return h;
+}
+
+/* log(x) = hi + *lo to ~2^-70 relative, x > 0 finite */
+static inline double lz__log_acc(double x, double *lo)
+{
+    double kd, f = lz__log_reduce(x, &kd);
+    double j = (f * 32.0 + 0x1.8p52) - 0x1.8p52;      /* -9..13 */
+    double d = f - j * 0.03125, c = 1.0 + j * 0.03125;  /* both exact */
+    double t = d / c, tl = __builtin_fma(-t, c, d) / c;
+    double t2 = t * t, t2e = __builtin_fma(t, t, -t2) + 2.0 * t * tl;
+    double t3 = t2 * t, t3e = __builtin_fma(t2, t, -t3) + (t2e * t + t2 * tl);
+    const double c3 = 0x1.5555555555555p-2, c3l = 0x1.5555555555555p-56;     /* 1/3 */
+    double p3 = t3 * c3, p3e = __builtin_fma(t3, c3, -p3) + (t3 * c3l + t3e * c3);
+    double q = -1.0 / 13.0;                            /* t^4 (-1/4 + t/5 - ... ) */
+    q = q * t + 1.0 / 12.0;
+    q = q * t - 1.0 / 11.0;
+    q = q * t + 1.0 / 10.0;
+    q = q * t - 1.0 / 9.0;
+    q = q * t + 1.0 / 8.0;
+    q = q * t - 1.0 / 7.0;
+    q = q * t + 1.0 / 6.0;
+    q = q * t - 1.0 / 5.0;
+    q = q * t + 1.0 / 4.0;
+    double e1, a = lz__two_sum(t, -0.5 * t2, &e1), e2;
+    a = lz__two_sum(a, p3, &e2);
+    double l = e1 + e2 + (tl - 0.5 * t2e + p3e - (t2 * t2) * q);
+    double ll, lc = lz__log_c32(j, &ll), e3, e4;
+    double b = lz__two_sum(kd * 0x1.62e42fefa3800p-1, lc, &e3);    /* k ln2_hi exact */
+    b = lz__two_sum(b, a, &e4);
+    l += e3 + e4 + ll + kd * 0x1.ef35793c76730p-45 + kd * 0x1.f97b57a079a19p-103;
+    double y = b + l;
+    *lo = (b - y) + l;
+    return y;
+}
+
+/* pow with C99 Annex F's special cases (pow(x, ±0) = pow(1, y) = 1 even for
+ * NaN, ±0 and ±inf bases by y's sign and oddness, pow(-1, ±inf) = 1, x < 0
+ * with a non-integer y NaN); a negative base with an odd integer y negates. */
+static inline double lz_pow(double x, double y)
+{
+    double ax = __builtin_fabs(x), ay = __builtin_fabs(y);
+    int is_int = (ay >= 0x1p52) | (((ay + 0x1p52) - 0x1p52) == ay);
+    uint64_t par = lz__asuint64(lz__sel(ay < 0x1p52, ay + 0x1p52, ay)) & 1;
+    int odd = is_int & (ay < 0x1p53) & (int)par;
+    double ll, lh = lz__log_acc(lz__sel((ax > 0.0) & (ax < INFINITY), ax, 1.0), &ll);
+    double eh = y * lh;
+    double el = __builtin_fma(y, lh, -eh) + y * ll;
+    double ec = lz__clamp_mag(eh, 800.0);
+    el = lz__sel(__builtin_fabs(eh) < 800.0, el, 0.0);
+    int64_t n;
+    double rl, r = lz__exp_reduce(ec, &rl, &n);
+    double rr, rt = lz__two_sum(r, rl + el, &rr);     /* el ~ 2^-45: into r itself */
+    double lo, hi = lz__expm1_core(rt, rr, &lo);
+    double p = 1.0 + hi;
+    double res = lz__scale2(p + (((1.0 - p) + hi) + lo), n);
+    res = lz__sel(ax == 0.0, lz__sel(y < 0.0, INFINITY, 0.0), res);
+    res = lz__sel(ax == INFINITY, lz__sel(y < 0.0, 0.0, INFINITY), res);
+    res = lz__sel((ax == 1.0) & (ay == INFINITY), 1.0, res);
+    int xneg = (int)(lz__asuint64(x) >> 63);
+    res = lz__sel(xneg & odd, -res, res);
+    res = lz__sel(xneg & !is_int & (ax > 0.0) & (ax < INFINITY), NAN, res);
+    res = lz__sel((x != x) | (y != y), x + y, res);
+    return lz__sel((y == 0.0) | (x == 1.0), 1.0, res);
+}
+
 /* sin, cos, tan: Cody-Waite and Payne-Hanek reductions, on the helpers above */
 #include "lazyrt_math_double_trig.h"
 

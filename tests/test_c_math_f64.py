@@ -26,6 +26,7 @@ needs_x87 = pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63,
 #: the float64 functions the header vectorizes (and claims < 1 ULP for)
 VECTORIZED = ["exp", "log", "log2", "log10", "log1p", "expm1", "tanh", "sigmoid",
               "softplus", "exp2", "sin", "cos", "tan", "atan"]
+BINARY = ["atan2", "pow"]
 #: float64 functions still on libm: checked for their IEEE edges only
 LIBM = ["erf", "erfc"]
 CHUNK = 10**6
@@ -38,9 +39,10 @@ def _wrappers() -> str:
         lines.append(f"void w_{f}(long n, const double *x, double *y) {{\n"
                      f"#pragma omp parallel for simd\n"
                      f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(x[i]); }}")
-    lines.append("void w_atan2(long n, const double *a, const double *b, double *y) {\n"
-                 "#pragma omp parallel for simd\n"
-                 "  for (long i = 0; i < n; i++) y[i] = lz_atan2(a[i], b[i]); }")
+    for f in BINARY:
+        lines.append(f"void w_{f}(long n, const double *a, const double *b, double *y) {{\n"
+                     f"#pragma omp parallel for simd\n"
+                     f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(a[i], b[i]); }}")
     return "\n".join(lines) + "\n"
 
 
@@ -202,11 +204,42 @@ def test_float64_atan2_is_within_1_ulp(lib):
     assert worst < 1.0, worst
 
 
-def test_float64_atan2_special_cases_are_numpys(lib):
-    v = np.array(F64_EDGES[:16] + [3.0, -2.0, 1e-300, 1e300])
+def pow_inputs(rng, n=CHUNK):
+    """x over every magnitude, y sized so x^y spans the whole range (into the
+    subnormals and past overflow); integer y with negative x; x near 1 with
+    huge y; small integer powers"""
+    k = n // 4
+    x = np.concatenate([_bits(rng, 2 * k), -_bits(rng, k), 1 + _signed(rng, _bits(rng, k, 0, 1e-6))])
+    with np.errstate(all="ignore"):
+        lx = np.log(np.abs(x))
+        y = rng.uniform(-760, 720, x.size) / np.where(lx == 0, 1.0, lx)
+    y[2 * k:3 * k] = np.round(y[2 * k:3 * k])
+    y[3 * k:3 * k + k // 2] = rng.integers(-40, 40, k // 2)
+    return x, y
+
+
+def _pow_ld(x, y):
+    return np.power(x.astype(np.longdouble), y.astype(np.longdouble))
+
+
+@needs_x87
+def test_float64_pow_is_within_1_ulp(lib):
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(CHUNKS):
+        x, y = pow_inputs(rng)
+        err = ulp_vs_longdouble(call(lib, "pow", x, y), x, lambda xl: _pow_ld(xl, y))
+        worst = max(worst, float(err.max()))
+    assert worst < 1.0, worst
+
+
+@pytest.mark.parametrize("name, ref", [("atan2", np.arctan2), ("pow", np.power)])
+def test_float64_binary_special_cases_are_numpys(lib, name, ref):
+    v = np.array(F64_EDGES[:16] + [3.0, -2.0, 1e-300, 1e300, 0.5, -0.5, 2.5, -3.0])
     y, x = (a.ravel() for a in np.meshgrid(v, v))
-    ref = np.arctan2(y, x)
-    out = call(lib, "atan2", y, x)
+    with np.errstate(all="ignore"):
+        ref = ref(y, x)
+    out = call(lib, name, y, x)
     special = ~np.isfinite(y) | ~np.isfinite(x) | (y == 0) | (x == 0)
     same = (out == ref) | (np.isnan(out) & np.isnan(ref))
     sign = (np.signbit(out) == np.signbit(ref)) | np.isnan(ref)
@@ -271,10 +304,11 @@ def test_float64_functions_vectorize_with_the_backends_flags(tmp_path):
         lines.append("#pragma omp simd")
         lines.append(f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(x[i]); }}")
         where[len(lines)] = f
-    lines.append("void v_atan2(long n, const double *a, const double *b, double *y) {")
-    lines.append("#pragma omp simd")
-    lines.append("  for (long i = 0; i < n; i++) y[i] = lz_atan2(a[i], b[i]); }")
-    where[len(lines)] = "atan2"
+    for f in BINARY:
+        lines.append(f"void v_{f}(long n, const double *a, const double *b, double *y) {{")
+        lines.append("#pragma omp simd")
+        lines.append(f"  for (long i = 0; i < n; i++) y[i] = lz_{f}(a[i], b[i]); }}")
+        where[len(lines)] = f
     src = tmp_path / "vec.c"
     src.write_text("\n".join(lines) + "\n")
     cc = CCompiler(cache_dir=str(tmp_path))
