@@ -25,7 +25,8 @@ run: $(STAMP)
 # kernel they generate (under the interpreter) is also compiled for the H200
 # (sm_90, ptxas included), so CI proves it compiles there without a GPU. Each
 # kernel is compiled once per signature and target, then cached on disk.
-TRITON_TESTS := tests/test_triton_backend.py tests/test_triton_aot.py
+TRITON_TESTS := tests/test_triton_backend.py tests/test_triton_aot.py \
+	tests/test_triton_math_accuracy.py
 
 # The jax backend runs every backend-parametrized test (-k jax) at the quick
 # hypothesis profile (5 examples each: XLA compiles each distinct graph in ~0.1 s,

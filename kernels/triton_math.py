@@ -5,13 +5,16 @@ maximum/minimum, floor division and modulo with the divisor's sign (and
 ``x // 0 == 0`` for integers), ``np.round`` (half to even), ``np.power``,
 shifts by any amount, ``copysign``/``signbit`` on the bits, ``logaddexp``.
 
-Two implementations of the transcendental helpers, picked at import time:
-on a GPU they call libdevice (correctly rounded or within 1-2 ULP); under
-``TRITON_INTERPRET=1`` libdevice does not exist, so they are written with
-``tl.exp``/``tl.log`` (which the interpreter evaluates with NumPy) using the
-usual cancellation-free formulations (Kahan's log1p/expm1); the array API's
-inverse trigonometric and hyperbolic functions evaluate in float64 there (an
-atan series after two reductions), so float32 results are within 1 ULP.
+Float math meets lazyrt's contract (float32 within 1 ULP of the correctly rounded
+value; tests/test_triton_math_accuracy.py). exp, tanh, erf and sigmoid are in
+triton_math_transcendental.py (the C backend's float32 polynomials, one code for
+GPU and interpreter). The others have two implementations, picked at import time:
+on a GPU libdevice, float32 through its double functions where its float32 ones
+are documented past 1 ULP (sin, cos, tan, pow, atan2, the array API's inverse
+and hyperbolic functions, log10); under ``TRITON_INTERPRET=1``, where libdevice
+does not exist, float64 evaluations with NumPy's functions (``tl.sin`` of a
+float64...), Kahan's log1p/expm1 and an atan series after two reductions, rounded
+once to the argument's dtype.
 """
 
 import triton
@@ -21,6 +24,11 @@ import triton.language as tl
 from .triton_configs import INTERPRETED, SINGLE_CONFIG  # noqa: F401
 from .triton_configs import (  # noqa: F401
     MATMUL_CONFIGS, MATMUL_INT_CONFIGS, POINTWISE_CONFIGS, REDUCTION_CONFIGS, TILE_CONFIGS)
+# exp, log, tanh, erf, sigmoid (the float32 polynomials of the C backend) live in
+# triton_math_transcendental.py
+from .triton_math_transcendental import (  # noqa: F401
+    erf, exp, exp_f32, expm1_generic, erf_f32, log, log1p_generic, sigmoid, tanh, tanh16,
+    tanh_f32, tanh_generic)
 
 
 # --- NumPy-exact pieces (same code on every target) -------------------------
@@ -170,35 +178,6 @@ def pow_generic(a, b):
     r = tl.where((a != a) | (b != b), a + b, r)                         # NaN operands
     r = tl.where(b == 0, 1.0, r)
     return tl.where(a == 1, 1.0, r).to(a.dtype)
-
-
-@triton.jit
-def expm1_generic(x):
-    u = tl.exp(x)
-    um1 = u - 1.0
-    r = tl.where(u == 1.0, x, tl.where(um1 == -1.0, -1.0, um1 * (x / tl.log(u))))
-    return tl.where(u == float("inf"), u, r).to(x.dtype)
-
-
-@triton.jit
-def log1p_generic(x):
-    u = x + 1.0
-    r = tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
-    return tl.where(u == float("inf"), u, r).to(x.dtype)
-
-
-@triton.jit
-def tanh_generic(x):
-    # tanh(x) = expm1(2x) / (expm1(2x) + 2), saturating past |x| > 20
-    e = expm1_generic(2.0 * tl.where(tl.abs(x) > 20.0, 0.0, x))
-    r = e / (e + 2.0)
-    r = tl.where(x > 20.0, 1.0, tl.where(x < -20.0, -1.0, r))
-    return tl.where(x == 0, x, r).to(x.dtype)
-
-
-@triton.jit
-def sigmoid(x):
-    return (1.0 / (1.0 + tl.exp(-x))).to(x.dtype)
 
 
 @triton.jit
@@ -418,16 +397,12 @@ if INTERPRETED:
         return hypot_generic(a, b)
 
     @triton.jit
-    def tanh(x):
-        return tanh_generic(x)
-
-    @triton.jit
     def expm1(x):
-        return expm1_generic(x)
+        return expm1_generic(x.to(tl.float64)).to(x.dtype)  # NumPy's float32 log: 3 ULP
 
     @triton.jit
     def log1p(x):
-        return log1p_generic(x)
+        return log1p_generic(x.to(tl.float64)).to(x.dtype)  # NumPy's float32 log: 3 ULP
 
     @triton.jit
     def rint32(x):
@@ -439,15 +414,16 @@ if INTERPRETED:
 
     @triton.jit
     def powf(a, b):
-        return pow_generic(a, b)
+        # float32 in float64: b log2|a| rounded in float32 would cost |b log2 a| ULPs
+        return pow_generic(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
 
     @triton.jit
     def sin(x):
-        return tl.sin(x)
+        return tl.sin(x.to(tl.float64)).to(x.dtype)  # as on the GPU
 
     @triton.jit
     def cos(x):
-        return tl.cos(x)
+        return tl.cos(x.to(tl.float64)).to(x.dtype)  # as on the GPU
 
     @triton.jit
     def sqrt(x):
@@ -455,18 +431,6 @@ if INTERPRETED:
     @triton.jit
     def exp64(x):
         return tl.exp(x)
-
-    @triton.jit
-    def exp(x):
-        return tl.exp(x)
-
-    @triton.jit
-    def log(x):
-        return tl.log(x)
-
-    @triton.jit
-    def erf(x):
-        return tl.math.erf(x)
 
     asin, acos, atan, atan2, tan = asin_generic, acos_generic, atan_generic, atan2_generic, \
         tan_generic
@@ -476,13 +440,17 @@ if INTERPRETED:
 else:  # pragma: no cover - needs a GPU
     from triton.language.extra import libdevice
 
+    # Where libdevice's float32 function is documented past 1 ULP (sinf, cosf 2, tanf 4,
+    # powf 4, atan2f 3, the inverse and hyperbolic ones 2-4: CUDA C++ Programming
+    # Guide, single-precision table; see triton_math_transcendental.py), the float32
+    # value goes through libdevice's double function (1-2 double ULPs, 2^-51: far
+    # inside half a float32 ULP) and is rounded once, as the C backend evaluates them in
+    # double (lazyrt_math_array_api.h). float64 arguments are unchanged by the casts.
+    # logf, log2f, log1pf and expm1f are within 1 ULP and stay float32.
+
     @triton.jit
     def hypot(a, b):
         return libdevice.hypot(a, b)
-
-    @triton.jit
-    def tanh(x):
-        return libdevice.tanh(x)
 
     @triton.jit
     def expm1(x):
@@ -502,15 +470,15 @@ else:  # pragma: no cover - needs a GPU
 
     @triton.jit
     def powf(a, b):
-        return libdevice.pow(a, b)
+        return libdevice.pow(a.to(tl.float64), b.to(tl.float64)).to(a.dtype)
 
     @triton.jit
     def sin(x):
-        return libdevice.sin(x)
+        return libdevice.sin(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def cos(x):
-        return libdevice.cos(x)
+        return libdevice.cos(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def sqrt(x):
@@ -522,56 +490,44 @@ else:  # pragma: no cover - needs a GPU
         return libdevice.exp(x)
 
     @triton.jit
-    def exp(x):
-        return tl.exp(x)
-
-    @triton.jit
-    def log(x):
-        return tl.log(x)
-
-    @triton.jit
-    def erf(x):
-        return tl.math.erf(x)
-
-    @triton.jit
     def asin(x):
-        return libdevice.asin(x)
+        return libdevice.asin(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def acos(x):
-        return libdevice.acos(x)
+        return libdevice.acos(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def atan(x):
-        return libdevice.atan(x)
+        return libdevice.atan(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def atan2(y, x):
-        return libdevice.atan2(y, x)
+        return libdevice.atan2(y.to(tl.float64), x.to(tl.float64)).to(y.dtype)
 
     @triton.jit
     def sinh(x):
-        return libdevice.sinh(x)
+        return libdevice.sinh(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def cosh(x):
-        return libdevice.cosh(x)
+        return libdevice.cosh(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def tan(x):
-        return libdevice.tan(x)
+        return libdevice.tan(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def asinh(x):
-        return libdevice.asinh(x)
+        return libdevice.asinh(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def acosh(x):
-        return libdevice.acosh(x)
+        return libdevice.acosh(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def atanh(x):
-        return libdevice.atanh(x)
+        return libdevice.atanh(x.to(tl.float64)).to(x.dtype)
 
     @triton.jit
     def log2(x):
@@ -579,4 +535,4 @@ else:  # pragma: no cover - needs a GPU
 
     @triton.jit
     def log10(x):
-        return libdevice.log10(x)
+        return libdevice.log10(x.to(tl.float64)).to(x.dtype)

@@ -185,7 +185,9 @@ SIN = _u("sin", np.sin, C.float_only("lz_sinf", "lz_sin"), T.float_only("lzm.sin
          J.float_only("jnp.sin"), cost=COSTLY)
 COS = _u("cos", np.cos, C.float_only("lz_cosf", "lz_cos"), T.float_only("lzm.cos"),
          J.float_only("jnp.cos"), cost=COSTLY)
-TANH = _u("tanh", np.tanh, C.float_only("lz_tanhf", "lz_tanh"), T.float_only("lzm.tanh"),
+TANH = _u("tanh", np.tanh, C.float_only("lz_tanhf", "lz_tanh"),
+          lambda code, t, a: T.float_only("lzm.tanh16" if code in D.REDUCED_FLOATS
+                                          else "lzm.tanh")(code, t, a),
           J.float_only("lzj.tanh"),
           cost=COSTLY)
 SIGMOID = _u("sigmoid", _sigmoid, C.float_only("lz_sigmoidf", "lz_sigmoid"),
