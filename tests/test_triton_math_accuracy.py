@@ -10,14 +10,16 @@ What the interpreter runs, and how far that is the GPU's code:
   (kernels/triton_math_transcendental.py): the same code on both. The interpreter's
   ``tl.fma`` rounds once (Triton's ``fma_fp32``: checked below), as the GPU's
   ``fma.rn.f32``; products and sums are IEEE float32 on both (kernels compile with
-  ``enable_fp_fusion=False``), so the two should agree bit for bit. One difference
-  remains possible: ``x / y`` in tanh (2 / (e + 1)) is NumPy's correctly rounded
-  division here, and whatever Triton lowers float32 ``/`` to on the GPU
-  (``div.rn.f32`` unless fast math); and subnormal results (erf of tiny x is
-  x + x q: exact scaling, no flush with fusion off).
+  ``enable_fp_fusion=False``), so the two should agree bit for bit. Two GPU
+  lowerings that would differ from NumPy are avoided in the ports (checked in the
+  PTX): float32 ``/`` compiles to the approximate ``div.full.f32`` (tanh divides with
+  ``tl.math.div_rn``: ``div.rn.f32``), and LLVM may turn a float32 fabs into
+  ``abs.ftz.f32``, which flushes a subnormal (|x| is taken on the bits). Not
+  measured here: float16/bfloat16 tanh (``lzm.tanh16``) is libdevice's tanhf on a
+  GPU, the polynomial here.
 * log, log1p, expm1, log2 (float32): libdevice on a GPU (documented within 1 ULP);
-  here NumPy's float32 log and float64 formulas: this measures the interpreter's
-  stand-in, not libdevice.
+  here float64 evaluations rounded once (NumPy's float32 log is 3 ULP off): this
+  measures the interpreter's stand-in, not libdevice.
 * sigmoid and the float32 functions libdevice misses 1 ULP on (sin, cos, tan, log10,
   asin, acos, atan, sinh, cosh, asinh, acosh, atanh, atan2, pow): float64 evaluation
   rounded once, libdevice's double functions on a GPU, NumPy's (or float64 series)
@@ -185,6 +187,12 @@ def test_triton_float32_binary_helper_is_within_1_ulp(name, ref, helper):
 def _fma(A, B, C, Y, BLOCK: tl.constexpr):
     r = tl.arange(0, BLOCK)
     tl.store(Y + r, tl.fma(tl.load(A + r), tl.load(B + r), tl.load(C + r)))
+
+
+def test_triton_tanh_of_float16_lowers_to_the_lighter_helper():
+    lower = ops.OPS[[op.name for op in ops.OPS].index("tanh")].lower["triton"]
+    assert lower(D.FLOAT16, None, "x") == "lzm.tanh16(x)"
+    assert lower(D.FLOAT32, None, "x") == "lzm.tanh(x)"
 
 
 def test_triton_interpreter_fma_rounds_once():
