@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from . import pointwise as P
+from .convolution import (adaptive_avg_pool, avg_pool, conv, conv_transpose,  # noqa: F401
+                          max_pool)
 from . import random as Rn
 from . import reductions as Rd
 from .creation import as_tensor

@@ -12,9 +12,10 @@ Each submodule registers its rules with ``register_lowering`` (or
   ``addmm``, ``bmm``...; ``activations``: the tanh/sigmoid/silu backwards;
 - ``normalization``: softmax and layer norm; ``losses``: ``nll_loss``;
   ``indexing``: ``index``, ``gather``, scatters, ``sort``, ``cumsum``...;
-- ``random``: random draws and dropout; ``fused_optim``: ``_fused_adam(w)``.
+- ``random``: random draws and dropout; ``fused_optim``: ``_fused_adam(w)``;
+- ``convolution``: ``convolution`` and its backward, max/avg/adaptive pooling.
 """
 from . import barriers, pointwise, reductions  # noqa: F401  (each registers its rules)
 from . import activations, creation, diagonal, division, fused_optim  # noqa: F401
 from . import indexing, losses, matmul, normalization, views  # noqa: F401
-from . import random  # noqa: F401
+from . import convolution, random  # noqa: F401
