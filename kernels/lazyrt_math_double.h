@@ -11,37 +11,50 @@
  * glibc/NumPy: NaN propagates, ±inf give the limits, -0 is kept where libm
  * keeps it, overflow is inf, underflow goes through the subnormals.
  *
- * Max error vs x87 long double in ULPs of the exact value: "1e8" is 10^8
- * inputs per function (LAZYRT_EXHAUSTIVE_MATH=1), "1e7" 10^7 of the same
- * distribution (tests/test_c_math_f64.py: the whole range, dense near 0,
- * the overflow/underflow limits and the hard spots; the tests assert < 1).
- * Speed: ns/element, 1 thread, median of 9, Xeon (AVX-512, GCC 12, the C
- * backend's flags), 2^16 doubles in cache / 2^24 from memory, vs the libm
- * call it replaced (scalar loop):
+ * Max error vs x87 long double, in ULPs of the exact value: "1e8" is 10^8
+ * inputs per function (LAZYRT_EXHAUSTIVE_MATH=1's sample size), "1e6" the
+ * 10^6 tests/test_c_math_f64.py checks on every run (each the whole range,
+ * dense near 0, the overflow/underflow limits and the hard spots; < 1 asserted).
+ * Speed: ns/element, 1 thread, medians of 3 x 9 runs on a shared 2-core Xeon
+ * (AVX-512, GCC 12, the C backend's flags; +-30% noise), 2^16 doubles in
+ * cache and 2^24 from memory, against the libm call it replaced (scalar loop):
  *
- *   function      1e8    1e7    vectorized  ns/elem 2^16 (libm)  2^24 (libm)
- *   lz_exp        @E8    0.79   yes         LZ_EXP
- *   lz_log        @L8    0.82   yes         LZ_LOG
- *   lz_log2       @L28   0.56   yes         LZ_LOG2
- *   lz_log10      @LT8   0.54   yes         LZ_LOG10
- *   lz_log1p      @LP8   0.54   yes         LZ_LOG1P
- *   lz_expm1      @EM8   0.57   yes         LZ_EXPM1
- *   lz_tanh       @T8    0.54   yes         LZ_TANH
- *   lz_sigmoid    @S8    0.75   yes         LZ_SIGMOID
- *   lz_softplus   @SP8   0.75   yes         LZ_SOFTPLUS
- *   lz_exp2       @E28   0.75   yes         LZ_EXP2
- *   (the 0.75s are subnormal results, rounded twice; elsewhere those are < 0.6)
- *   lz_sigmoid was 1/(1 + lz_exp(-x)): 2.3 ULP, and 0 below x = -709.78.
+ *   function      1e8    1e6    vectorized  2^16: lz (libm)   2^24: lz (libm)
+ *   lz_exp        0.81   0.79   yes               1.6 (4.3)         1.7 (4.1)
+ *   lz_log        0.86   0.82   yes               1.6 (4.2)         1.6 (3.8)
+ *   lz_log2       0.56   0.56   yes               2.2 (3.6)         3.3 (4.7)
+ *   lz_log10      0.55   0.54   yes               2.2 (7.2)         3.2 (6.9)
+ *   lz_log1p      0.55   0.54   yes               3.0 (13.0)        3.0 (10.8)
+ *   lz_expm1      0.58   0.57   yes               2.5 (13.7)        2.2 (16.4)
+ *   lz_tanh       0.55   0.54   yes               3.5 (18.8)        4.5 (15.1)
+ *   lz_sigmoid    0.75   0.75   yes               3.3 (5.5)         2.8 (4.3)
+ *   lz_softplus   0.76   0.75   yes               6.9 (12.8)        5.9 (10.2)
+ *   lz_exp2       0.75   0.75   yes               1.9 (2.9)         1.8 (2.7)
+ *   lz_sin        0.59   0.59   yes               8.5 (17.4)        7.7 (16.8)
+ *   lz_cos        0.59   0.59   yes               8.0 (18.6)       10.5 (23.3)
+ *   lz_tan        0.61   0.59   yes               9.4 (23.4)        8.3 (21.0)
+ *   lz_atan       0.51   0.51   yes               6.2 (6.3)         8.8 (9.2)
+ *   lz_atan2      0.75   0.75   yes               4.8 (14.9)        7.1 (20.5)
+ *   lz_pow        0.75   0.75   yes              10.4 (10.8)       13.7 (15.8)
+ *   (the 0.75s are subnormal results, rounded twice; elsewhere those are < 0.6.
+ *   sin/cos/tan: |x| < 100; on |x| ~ 1e300 lz_sin is 8.8 (61.0), both
+ *   reductions run on every lane. lz_sigmoid was 1/(1 + lz_exp(-x)), 2.0 ns
+ *   but 2.3 ULP and 0 below x = -709.78; softplus's libm was
+ *   fmax(x, 0) + log1p(exp(-|x|)), sigmoid's 1/(1 + exp(-x)).)
  *
- * Still libm (scalar calls, glibc's accuracy): erf, erfc, sin, cos, tan,
- * atan, atan2, asin, acos, sinh, cosh, asinh, acosh, atanh, pow. erf/erfc
- * below 1 ULP need new fits evaluated in double-double; sin/cos/tan need a
- * Payne-Hanek reduction for huge arguments that runs on every lane.
+ * Still libm (scalar calls, glibc's accuracy): erf, erfc, asin, acos, sinh,
+ * cosh, asinh, acosh, atanh. erf/erfc below 1 ULP need new fits (erfc to
+ * 2^-55 relative on [1, 27]) evaluated in double-double; not done yet.
+ *
+ * Methods, cited above each function: Cody-Waite reductions (fdlibm's splits
+ * of ln2 and pi/2), Tang's table-driven log with the table replaced by
+ * selects (pow), Payne-Hanek for huge sin/cos/tan arguments, Taylor series
+ * with their leading terms in double-double; no -ffast-math, no gathers.
  */
 #ifndef LAZYRT_MATH_DOUBLE_H
 #define LAZYRT_MATH_DOUBLE_H
 
-/* ---- float64 transcendental functions: exp, log vectorized, the rest libm - */
+/* ---- float64 exp and log --------------------------------------------------- */
 
 /* exp in double, vectorizable: n = round(x/ln2) by the 1.5*2^52 shifter,
  * r = x - n ln2 (Cody-Waite, fdlibm's split: n*ln2_hi exact for |n| < 2^11),
@@ -499,7 +512,7 @@ static inline double lz_pow(double x, double y)
 /* sin, cos, tan: Cody-Waite and Payne-Hanek reductions, on the helpers above */
 #include "lazyrt_math_double_trig.h"
 
-/* ---- the array API's float64 functions: libm ---------------------------------------------------------- */
+/* ---- the array API's float64 functions: libm ------------------------------------- */
 
 static inline double lz_asin(double x) { return asin(x); }
 static inline double lz_acos(double x) { return acos(x); }

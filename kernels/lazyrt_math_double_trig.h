@@ -1,5 +1,6 @@
-/* lazyrt_math_double_trig.h — float64 sin, cos, tan, vectorizable and below
- * 1 ULP over the whole double range (accuracy and speed: lazyrt_math_double.h).
+/* lazyrt_math_double_trig.h — float64 sin, cos, tan, atan, atan2, vectorizable
+ * and below 1 ULP over the whole double range (accuracy and speed: the table
+ * in lazyrt_math_double.h). atan's reduction: above lz__tan_k_pi16.
  *
  * Included by lazyrt_math_double.h after its double-double helpers. x = q pi/2
  * + r + rl with |r| <= pi/4 (plus a hair), then Taylor polynomials of sin and
