@@ -46,6 +46,9 @@
  * cosh, asinh, acosh, atanh. erf/erfc below 1 ULP need new fits (erfc to
  * 2^-55 relative on [1, 27]) evaluated in double-double; not done yet.
  *
+ * Every function is LZ_INLINE (lazyrt_math.h): a fused kernel calling several
+ * would otherwise get some outlined, and a call keeps its loop scalar.
+ *
  * Methods, cited above each function: Cody-Waite reductions (fdlibm's splits
  * of ln2 and pi/2), Tang's table-driven log with the table replaced by
  * selects (pow), Payne-Hanek for huge sin/cos/tan arguments, Taylor series
@@ -62,7 +65,7 @@
  * to r^13: truncation below 2^-60 on |r| <= 0.347), 1 + hi by an exact two-sum,
  * then 2^n in two steps so a subnormal result rounds once. ±inf and NaN pass
  * the clamp (±inf -> ±800: inf and 0). Below 1 ULP (tests/test_c_math.py). */
-static inline double lz_exp(double x)
+LZ_INLINE double lz_exp(double x)
 {
     double xc = lz__clamp_mag(x, 800.0);
     const double shifter = 0x1.8p52;
@@ -102,7 +105,7 @@ static inline double lz_exp(double x)
  * log(1+f) = f - (f^2/2 - s (f^2/2 + R)) with R = sum 2 s^2j/(2j+1), j = 1..10
  * (truncation below 2^-56 of the result for |s| <= 0.1716), and k ln2 in
  * fdlibm's two parts. Below 1 ULP (tests/test_c_math.py); libm's specials. */
-static inline double lz_log(double x)
+LZ_INLINE double lz_log(double x)
 {
     int sub = x < 0x1p-1022;
     uint64_t ix = lz__asuint64(lz__sel(sub, x * 0x1p54, x));
@@ -131,7 +134,7 @@ static inline double lz_log(double x)
 /* ---- double-double helpers (exact error terms; -std=c11 never contracts) -- */
 
 /* s + *e == a + b exactly, any magnitudes (Knuth's two-sum) */
-static inline double lz__two_sum(double a, double b, double *e)
+LZ_INLINE double lz__two_sum(double a, double b, double *e)
 {
     double s = a + b, bb = s - a;
     *e = (a - (s - bb)) + (b - bb);
@@ -140,7 +143,7 @@ static inline double lz__two_sum(double a, double b, double *e)
 
 /* p * 2^n for |n| <= 2100, in two steps so an overflow is inf and a subnormal
  * result is rounded by the last multiply only */
-static inline double lz__scale2(double p, int64_t n)
+LZ_INLINE double lz__scale2(double p, int64_t n)
 {
     int64_t n1 = n >> 1, n2 = n - n1;
     double s1 = lz__asdouble((uint64_t)(n1 + 1023) << 52);
@@ -151,7 +154,7 @@ static inline double lz__scale2(double p, int64_t n)
 /* Cody-Waite reduction for exp: x = n ln2 + r + *rl, |r| <= 0.3466, r + *rl
  * good to ~2^-75 (fdlibm's ln2 split: n*ln2_hi exact for |n| < 2^21; the
  * rounding of r - n*ln2_lo is kept in *rl, which expm1 near ln2 needs). */
-static inline double lz__exp_reduce(double x, double *rl, int64_t *n)
+LZ_INLINE double lz__exp_reduce(double x, double *rl, int64_t *n)
 {
     const double shifter = 0x1.8p52;
     double kd = x * 0x1.71547652b82fep0 + shifter;
@@ -168,7 +171,7 @@ static inline double lz__exp_reduce(double x, double *rl, int64_t *n)
 /* e^(r + rl) - 1 = hi + *lo (|lo| <= ulp(hi)/2) for |r| <= 0.35: r + r^2/2 by
  * Fast2Sum, r^3 q(r) by the Taylor series to r^13 (truncation below 2^-60),
  * rl to first order. */
-static inline double lz__expm1_core(double r, double rl, double *lo)
+LZ_INLINE double lz__expm1_core(double r, double rl, double *lo)
 {
     double r2 = r * r;
     double r2e = __builtin_fma(r, r, -r2);
@@ -194,7 +197,7 @@ static inline double lz__expm1_core(double r, double rl, double *lo)
 }
 
 /* e^x / 2^n = hi + *lo (in [0.7, 1.42]) for x clamped to |x| <= 800 */
-static inline double lz__exp_dd(double x, double *lo, int64_t *n)
+LZ_INLINE double lz__exp_dd(double x, double *lo, int64_t *n)
 {
     double rl, r = lz__exp_reduce(x, &rl, n);
     double ml, mh = lz__expm1_core(r, rl, &ml);
@@ -205,7 +208,7 @@ static inline double lz__exp_dd(double x, double *lo, int64_t *n)
 
 /* x = 2^k (1 + f), 1 + f in [sqrt(2)/2, sqrt(2)), f exact, for finite x > 0
  * (subnormals scaled by 2^54 first); *kd = k. Others give garbage. */
-static inline double lz__log_reduce(double x, double *kd)
+LZ_INLINE double lz__log_reduce(double x, double *kd)
 {
     int sub = x < 0x1p-1022;
     uint64_t ix = lz__asuint64(lz__sel(sub, x * 0x1p54, x));
@@ -218,7 +221,7 @@ static inline double lz__log_reduce(double x, double *kd)
  * s = f/(2+f) kept as s + sl (the division's exact remainder by FMA), and
  * 2s + s R(s^2), R = sum 2 s^2j/(2j+1), j = 1..10 (truncation below 2^-60;
  * s R is at most 1% of the result, so its rounding costs < 2^-59). */
-static inline double lz__log1p_f(double f, double *lo)
+LZ_INLINE double lz__log1p_f(double f, double *lo)
 {
     double d = 2.0 + f;
     double dl = f - (d - 2.0);                      /* Fast2Sum: 2 >= |f| */
@@ -242,7 +245,7 @@ static inline double lz__log1p_f(double f, double *lo)
 }
 
 /* log's specials: 0 -> -inf, +inf -> inf, negative and NaN -> NaN */
-static inline double lz__log_special(double x, double y)
+LZ_INLINE double lz__log_special(double x, double y)
 {
     double special = lz__sel(x == 0.0, -INFINITY, lz__sel(x == INFINITY, INFINITY, NAN));
     return lz__sel((x > 0.0) & (x < INFINITY), y, special);
@@ -253,7 +256,7 @@ static inline double lz__log_special(double x, double y)
 /* log2 = k + log(1+f)/ln2: log(1+f) as hi + lo (lz__log1p_f), times 1/ln2 as
  * a double-double, then k added by two-sum; one rounding at the end, so
  * log2 of a power of two is exactly k. */
-static inline double lz_log2(double x)
+LZ_INLINE double lz_log2(double x)
 {
     double kd, f = lz__log_reduce(x, &kd);
     double lo, hi = lz__log1p_f(f, &lo);
@@ -266,7 +269,7 @@ static inline double lz_log2(double x)
 
 /* log10 = k log10(2) + log(1+f)/ln10: fdlibm's log10_2 split (k*hi exact),
  * log(1+f) / ln10 in double-double as in lz_log2. */
-static inline double lz_log10(double x)
+LZ_INLINE double lz_log10(double x)
 {
     double kd, f = lz__log_reduce(x, &kd);
     double lo, hi = lz__log1p_f(f, &lo);
@@ -280,7 +283,7 @@ static inline double lz_log10(double x)
 
 /* log(u + ul) = hi + *lo for u >= 2^-60 finite, |ul| <= ulp(u): log(u) on the
  * reduction above plus c = ul/u to second order (fdlibm's log1p correction) */
-static inline double lz__log_dd(double u, double ul, double *lo)
+LZ_INLINE double lz__log_dd(double u, double ul, double *lo)
 {
     double kd, f = lz__log_reduce(u, &kd);
     double fl, fh = lz__log1p_f(f, &fl);
@@ -292,7 +295,7 @@ static inline double lz__log_dd(double u, double ul, double *lo)
 
 /* log1p(x + xl) for |x| < 2^-16 by its series to x^5 (truncation 2^-80 relative):
  * through 1 + x, the ~2^-106 absolute errors of lz__log_dd would be an ULP */
-static inline double lz__log1p_small(double x, double xl)
+LZ_INLINE double lz__log1p_small(double x, double xl)
 {
     double p = -0.25 + x * 0.2;
     p = 1.0 / 3.0 + x * p;
@@ -301,7 +304,7 @@ static inline double lz__log1p_small(double x, double xl)
 }
 
 /* log1p: u = 1 + x as u + ul by two-sum, then lz__log_dd; the series near 0 */
-static inline double lz_log1p(double x)
+LZ_INLINE double lz_log1p(double x)
 {
     double ul, u = lz__two_sum(1.0, x, &ul);
     double lo, hi = lz__log_dd(u, ul, &lo);
@@ -313,7 +316,7 @@ static inline double lz_log1p(double x)
 /* expm1 = 2^n (e^r - 1 + 1 - 2^-n): Cody-Waite as lz_exp but r kept as r + rl,
  * e^r - 1 as hi + lo, and 1 - 2^-n added by two-sum before the one rounding
  * (fdlibm's shape). x < -60 is -1, x > 710 overflows; -0 kept. */
-static inline double lz_expm1(double x)
+LZ_INLINE double lz_expm1(double x)
 {
     double xc = lz__sel(x < -60.0, -60.0, lz__sel(x > 710.0, 710.0, x));
     int64_t n;
@@ -329,7 +332,7 @@ static inline double lz_expm1(double x)
 /* tanh(a) = E / (E + 2), E = expm1(2a) as a double-double (the expm1 core,
  * 2^n exact for 2a <= 40), divided in double-double by the FMA remainder;
  * a > 20 gives 1. Sign from x (tanh(-0) = -0). */
-static inline double lz_tanh(double x)
+LZ_INLINE double lz_tanh(double x)
 {
     double a = lz__asdouble(lz__asuint64(x) & 0x7fffffffffffffffULL);
     a = lz__sel(a > 20.0, 20.0, a);
@@ -352,7 +355,7 @@ static inline double lz_tanh(double x)
 /* sigmoid = 1 / (1 + F) for x >= 0 and F / (1 + F) for x < 0, F = e^-|x| as
  * 2^n (hi + lo) (never overflows); the quotient in double-double by the FMA
  * remainder, scaled by 2^n last so a subnormal result is rounded ~once. */
-static inline double lz_sigmoid(double x)
+LZ_INLINE double lz_sigmoid(double x)
 {
     double a = lz__asdouble(lz__asuint64(x) | 0x8000000000000000ULL);
     a = lz__sel(a < -800.0, -800.0, a);
@@ -370,7 +373,7 @@ static inline double lz_sigmoid(double x)
 
 /* softplus = max(x, 0) + log1p(F), F = e^-|x| as a double-double (lz__exp_dd),
  * the log1p as lz_log1p's on 1 + F; never overflows. -inf -> 0, inf -> inf. */
-static inline double lz_softplus(double x)
+LZ_INLINE double lz_softplus(double x)
 {
     double a = lz__asdouble(lz__asuint64(x) | 0x8000000000000000ULL);
     a = lz__sel(a < -800.0, -800.0, a);
@@ -390,7 +393,7 @@ static inline double lz_softplus(double x)
 
 /* exp2: n = round(x) by the shifter, r = x - n exact (|r| <= 1/2), r ln2 as
  * hi + lo (FMA), then lz_exp's core and two-step scaling; exact on integers. */
-static inline double lz_exp2(double x)
+LZ_INLINE double lz_exp2(double x)
 {
     double xc = lz__clamp_mag(x, 1100.0);
     const double shifter = 0x1.8p52;
@@ -403,8 +406,8 @@ static inline double lz_exp2(double x)
     double p = 1.0 + hi;
     return lz__scale2(p + (((1.0 - p) + hi) + lo), n);
 }
-static inline double lz_erf(double x) { return erf(x); }
-static inline double lz_erfc(double x) { return erfc(x); }
+LZ_INLINE double lz_erf(double x) { return erf(x); }
+LZ_INLINE double lz_erfc(double x) { return erfc(x); }
 
 /* ---- pow ------------------------------------------------------------------
  * pow(x, y) = exp(y log|x|) with log|x| to ~2^-70 relative, so that y log|x|
@@ -415,7 +418,7 @@ static inline double lz_erfc(double x) { return erfc(x); }
  * double; then y log|x| as hi + lo by FMA, and lz_exp's core on it. */
 
 /* log(1 + j/32) as hi + *lo, j in -9..13, by selects */
-static inline double lz__log_c32(double j, double *lo)
+LZ_INLINE double lz__log_c32(double j, double *lo)
 {
     double h = 0.0, l = 0.0;
 #define LZ__LOGC(J, H, L) h = lz__sel(j == (J), H, h), l = lz__sel(j == (J), L, l)
@@ -447,7 +450,7 @@ static inline double lz__log_c32(double j, double *lo)
 }
 
 /* log(x) = hi + *lo to ~2^-70 relative, x > 0 finite */
-static inline double lz__log_acc(double x, double *lo)
+LZ_INLINE double lz__log_acc(double x, double *lo)
 {
     double kd, f = lz__log_reduce(x, &kd);
     double j = (f * 32.0 + 0x1.8p52) - 0x1.8p52;      /* -9..13 */
@@ -482,7 +485,7 @@ static inline double lz__log_acc(double x, double *lo)
 /* pow with C99 Annex F's special cases (pow(x, ±0) = pow(1, y) = 1 even for
  * NaN, ±0 and ±inf bases by y's sign and oddness, pow(-1, ±inf) = 1, x < 0
  * with a non-integer y NaN); a negative base with an odd integer y negates. */
-static inline double lz_pow(double x, double y)
+LZ_INLINE double lz_pow(double x, double y)
 {
     double ax = __builtin_fabs(x), ay = __builtin_fabs(y);
     int is_int = (ay >= 0x1p52) | (((ay + 0x1p52) - 0x1p52) == ay);
@@ -514,14 +517,14 @@ static inline double lz_pow(double x, double y)
 
 /* ---- the array API's float64 functions: libm ------------------------------------- */
 
-static inline double lz_asin(double x) { return asin(x); }
-static inline double lz_acos(double x) { return acos(x); }
-static inline double lz_sinh(double x) { return sinh(x); }
-static inline double lz_cosh(double x) { return cosh(x); }
-static inline double lz_asinh(double x) { return asinh(x); }
-static inline double lz_acosh(double x) { return acosh(x); }
-static inline double lz_atanh(double x) { return atanh(x); }
-static inline double lz_logaddexp(double x, double y)
+LZ_INLINE double lz_asin(double x) { return asin(x); }
+LZ_INLINE double lz_acos(double x) { return acos(x); }
+LZ_INLINE double lz_sinh(double x) { return sinh(x); }
+LZ_INLINE double lz_cosh(double x) { return cosh(x); }
+LZ_INLINE double lz_asinh(double x) { return asinh(x); }
+LZ_INLINE double lz_acosh(double x) { return acosh(x); }
+LZ_INLINE double lz_atanh(double x) { return atanh(x); }
+LZ_INLINE double lz_logaddexp(double x, double y)
 {
     if (x == y) return x + LZ__LN2;
     double d = x - y;

@@ -20,10 +20,6 @@
 #ifndef LAZYRT_MATH_DOUBLE_TRIG_H
 #define LAZYRT_MATH_DOUBLE_TRIG_H
 
-/* GCC stops inlining the (long) reductions once a kernel calls sin, cos and
- * tan, and an outlined call with pointer outputs keeps the loop scalar */
-#define LZ__ALWAYS_INLINE static inline __attribute__((always_inline))
-
 /* 2/pi's bits 1..1216 in 64-bit words, after a zero word (the window of a
  * small E starts before the binary point) */
 static const uint64_t lz__two_over_pi_words[20] = {
@@ -34,13 +30,13 @@ static const uint64_t lz__two_over_pi_words[20] = {
     0x7527bac7ebe5f17bULL, 0x3d0739f78a5292eaULL, 0x6bfb5fb11f8d5d08ULL, 0x56033046fc7b6babULL};
 
 /* the 64 bits of a:b starting s bits into a (0 <= s < 64; no shift by 64) */
-static inline uint64_t lz__funnel(uint64_t a, uint64_t b, uint64_t s)
+LZ_INLINE uint64_t lz__funnel(uint64_t a, uint64_t b, uint64_t s)
 {
     return (a << s) | ((b >> 1) >> (63 - s));
 }
 
 /* t mod 1 into [-1/2, 1/2] exactly, its integer part added to *q (t < 2^51) */
-static inline double lz__frac(double t, double *q)
+LZ_INLINE double lz__frac(double t, double *q)
 {
     double n = (t + 0x1.8p52) - 0x1.8p52;
     *q += n;
@@ -49,7 +45,7 @@ static inline double lz__frac(double t, double *q)
 
 /* Payne-Hanek for finite a >= 2^30 (others: bounded garbage): a 2/pi =
  * q + f + *fl, |f| <= 1/2 + 2^-15, as described at the top */
-LZ__ALWAYS_INLINE double lz__reduce_ph(double a, double *fl, double *q)
+LZ_INLINE double lz__reduce_ph(double a, double *fl, double *q)
 {
     uint64_t ia = lz__asuint64(a);
     int64_t e = (int64_t)(ia >> 52) - 1075;          /* a = M 2^e */
@@ -97,7 +93,7 @@ LZ__ALWAYS_INLINE double lz__reduce_ph(double a, double *fl, double *q)
 
 /* |x| = q pi/2 + r + *rl (q mod 4 in *quadrant), for finite x; NaN and inf
  * give garbage the callers select away */
-LZ__ALWAYS_INLINE double lz__rem_pio2(double a, double *rl, int64_t *quadrant)
+LZ_INLINE double lz__rem_pio2(double a, double *rl, int64_t *quadrant)
 {
     /* Cody-Waite, a < 2^30 */
     double ac = lz__sel(a < 0x1p30, a, 0.0);
@@ -127,7 +123,7 @@ LZ__ALWAYS_INLINE double lz__rem_pio2(double a, double *rl, int64_t *quadrant)
  * series to r^19 (truncation below 2^-72 relative on |r| <= 0.786); r^3 and
  * r^3/6 in double-double (they carry the error a plain Horner sum would:
  * 0.3 ULP at r ~ 0.5) */
-LZ__ALWAYS_INLINE double lz__sin_dd(double r, double rl, double *lo)
+LZ_INLINE double lz__sin_dd(double r, double rl, double *lo)
 {
     double z = r * r;
     double ze = __builtin_fma(r, r, -z);
@@ -154,7 +150,7 @@ LZ__ALWAYS_INLINE double lz__sin_dd(double r, double rl, double *lo)
 
 /* cos(r + rl) = hi + *lo: 1 - r^2/2 with r^2 exact by FMA and 1 - r^2/2 by
  * Fast2Sum, + r^4 C(r^2) (Taylor to r^20, truncation below 2^-77) - r rl */
-LZ__ALWAYS_INLINE double lz__cos_dd(double r, double rl, double *lo)
+LZ_INLINE double lz__cos_dd(double r, double rl, double *lo)
 {
     double z = r * r;
     double ze = __builtin_fma(r, r, -z);
@@ -176,7 +172,7 @@ LZ__ALWAYS_INLINE double lz__cos_dd(double r, double rl, double *lo)
 
 /* sin: quadrant q of |x| picks sin r, cos r, -sin r, -cos r; x's sign last
  * (sin is odd: sin(-0) = -0). NaN and ±inf give NaN. */
-static inline double lz_sin(double x)
+LZ_INLINE double lz_sin(double x)
 {
     double a = __builtin_fabs(x);
     double rl;
@@ -190,7 +186,7 @@ static inline double lz_sin(double x)
 }
 
 /* cos: quadrant q of |x| picks cos r, -sin r, -cos r, sin r (cos is even) */
-static inline double lz_cos(double x)
+LZ_INLINE double lz_cos(double x)
 {
     double a = __builtin_fabs(x);
     double rl;
@@ -205,7 +201,7 @@ static inline double lz_cos(double x)
 
 /* tan: sin r / cos r (even q) or -cos r / sin r (odd q), both in double-double,
  * divided by the FMA remainder (one rounding at the end); x's sign last */
-static inline double lz_tan(double x)
+LZ_INLINE double lz_tan(double x)
 {
     double a = __builtin_fabs(x);
     double rl;
@@ -231,7 +227,7 @@ static inline double lz_tan(double x)
  * k = 1 the result is as small as u, and a plain c_k would cost 2 ULPs. */
 
 /* c_k and its low part for k in 0..7, by selects */
-static inline double lz__tan_k_pi16(int64_t k, double *lo)
+LZ_INLINE double lz__tan_k_pi16(int64_t k, double *lo)
 {
     double h = 0.0, l = 0.0;
     h = lz__sel(k == 1, 0x1.975f5e0553158p-3, h), l = lz__sel(k == 1, 0x1.ef5d367441946p-61, l);
@@ -246,7 +242,7 @@ static inline double lz__tan_k_pi16(int64_t k, double *lo)
 }
 
 /* atan(t + tl) = hi + *lo for t >= 0 (inf too), |tl| <= ulp(t) */
-LZ__ALWAYS_INLINE double lz__atan_dd(double t, double tl, double *lo)
+LZ_INLINE double lz__atan_dd(double t, double tl, double *lo)
 {
     int64_t k = (int64_t)(t > 0.09849140335716425) + (int64_t)(t > 0.3033466836073424)
               + (int64_t)(t > 0.5345111359507917) + (int64_t)(t > 0.8206787908286604)
@@ -285,7 +281,7 @@ LZ__ALWAYS_INLINE double lz__atan_dd(double t, double tl, double *lo)
 }
 
 /* atan: odd, on |x| (atan(-0) = -0, NaN passes) */
-static inline double lz_atan(double x)
+LZ_INLINE double lz_atan(double x)
 {
     double a = __builtin_fabs(x), lo;
     double y = lz__atan_dd(a, 0.0, &lo) + lo;
@@ -296,7 +292,7 @@ static inline double lz_atan(double x)
 /* atan2(y, x) = ±atan(|y|/|x|), or ±(pi - atan(|y|/|x|)) when x's sign bit is
  * set: the quotient as t + tl by the FMA remainder; 0/0 -> t = 0 and inf/inf
  * -> t = 1 give Annex F's ±0, ±pi, ±pi/4, ±3pi/4; y's sign last. */
-static inline double lz_atan2(double y, double x)
+LZ_INLINE double lz_atan2(double y, double x)
 {
     double ay = __builtin_fabs(y), ax = __builtin_fabs(x);
     double sc = lz__sel((ay < 0x1p-900) & (ax < 0x1p-900), 0x1p1000, 1.0);  /* exact */
