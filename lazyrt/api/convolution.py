@@ -1,15 +1,19 @@
 """Convolution and pooling over the trailing 1, 2 or 3 spatial axes of an
-(N, C, *spatial) tensor, built from the op table's gather, scatter_add and
-matmul, so every backend runs them and the planner fuses their neighbours.
+(N, C, *spatial) tensor, built from the op table's gather, matmul and (for the
+pooling gradients) scatter_add, so every backend runs them and the planner
+fuses their neighbours.
 
-A window is read by one gather per spatial axis: along an axis of (padded)
-size P, output position o and kernel tap j read index o * stride + j *
-dilation, so the axis becomes (out, kernel) and the gathered tensor is
-im2col's patch matrix. A convolution is that matrix times the weight's; its
-input gradient (and a transposed convolution) is the product the other way
-round, added back into the windows by one scatter_add per axis; its weight
-gradient is the patch matrix times the output gradient. Pooling reduces over
-the kernel axes of the same windows.
+A window is read by one gather per spatial axis from a table of sources:
+output position o and kernel tap j read o * stride + j * dilation - padding,
+and a read in the padding is a select of the fill (0, or -inf for max
+pooling), so padding costs no copy. The axis becomes (out, kernel): the
+gathered tensor is im2col's patch matrix, and a convolution is that matrix
+times the weight's. Its input gradient (and the transposed convolution) is the
+same construction run backwards: a stride-1 correlation of the output
+gradient, its outputs spread ``stride`` apart, with the flipped, transposed
+weight, again one gather per axis and a matmul. Its weight gradient is the
+patch matrix times the output gradient. Pooling reduces over the kernel axes
+of the same windows; its gradients add back into the windows by scatter_add.
 
 Weights are torch's layout, (out_channels, in_channels / groups, *kernel);
 ``padding`` is an int, a tuple per axis, "valid" or "same" (stride 1).
@@ -25,9 +29,10 @@ from .. import dtypes as D
 from ..errors import ShapeError
 from .creation import arange, as_tensor, asarray, full
 from .indexing import scatter_add, take_along_axis
-from .pointwise import astype
+from .manipulation import flip
+from .pointwise import astype, where
 from .reductions import argmax, max as reduce_max, sum as reduce_sum
-from .views import permute, reshape, setitem
+from .views import permute, reshape
 
 
 def _tuple(name, what, value, nd):
@@ -74,85 +79,60 @@ def _out_sizes(name, shape, kernel, stride, pads, dilation, ceil_mode=False):
     return out
 
 
-def pad(x, pads, value=0):
-    """``x`` with ``pads[i] = (before, after)`` elements of ``value`` around its
-    i-th spatial axis (the axes after the first two)."""
-    x = as_tensor(x)
-    if not any(b or a for b, a in pads):
-        return x
-    lead = x.ndim - len(pads)
-    shape = list(x.shape[:lead]) + [n + b + a for n, (b, a) in zip(x.shape[lead:], pads)]
-    out = full(tuple(shape), value, x.dtype)
-    inner = tuple([slice(None)] * lead + [slice(b, b + n) for n, (b, a)
-                                          in zip(x.shape[lead:], pads)])
-    setitem(out, inner, x)
-    return out
+def _conv_sources(size, out, k, s, d, before):
+    """Where each (output, tap) of a window axis reads: o * s + j * d - before,
+    -1 for a position in the padding."""
+    src = (np.arange(out)[:, None] * s + np.arange(k)[None, :] * d - before).reshape(-1)
+    return np.where((src >= 0) & (src < size), src, -1)
 
 
-def _taps(out, k, s, d):
-    """Indices o * s + j * d of a window axis, (out * k,) int64; None where the
-    window is the axis itself (k = s = 1 over all of it)."""
-    o = arange(out, dtype="int64") * s
-    j = arange(k, dtype="int64") * d
-    return reshape(reshape(o, (out, 1)) + reshape(j, (1, k)), (out * k,))
+def _along(values, ndim, axis):
+    return reshape(asarray(values), tuple(len(values) if a == axis else 1 for a in range(ndim)))
 
 
-def _along(idx, ndim, axis):
-    return reshape(idx, tuple(idx.shape[0] if a == axis else 1 for a in range(ndim)))
+def _whole(src, n):
+    return len(src) == n and bool((src == np.arange(n)).all())
 
 
-def gather_windows(x, taps, out, kernel):
-    """(N, C, *P) read at ``taps[i]`` (an (out_i * kernel_i,) index, or None for
-    the whole axis) along each spatial axis, as (N, C, O0, K0, O1, K1, ...)."""
+def gather_windows(x, sources, out, kernel, fill=0):
+    """(N, C, *S) read along each spatial axis at ``sources[i]`` (an (out_i *
+    kernel_i,) integer table; -1 reads ``fill``: padding, a masked tap), as
+    (N, C, O0, K0, O1, K1, ...). One fused gather per axis; an axis read
+    whole, in order, is left alone."""
     lead = x.ndim - len(out)
-    for i, idx in enumerate(taps):
-        if idx is not None:
-            x = take_along_axis(x, _along(idx, x.ndim, lead + i), axis=lead + i,
-                                negative_indices=False)
+    for i, src in enumerate(sources):
+        axis = lead + i
+        if _whole(src, x.shape[axis]):
+            continue
+        valid = src >= 0
+        x = take_along_axis(x, _along(np.where(valid, src, 0).astype(np.int64), x.ndim, axis),
+                            axis=axis, negative_indices=False)
+        if not valid.all():
+            x = where(_along(valid, x.ndim, axis), x, fill)
     shape = list(x.shape[:lead])
     for o, k in zip(out, kernel):
         shape += [o, k]
     return reshape(x, tuple(shape))
 
 
-def scatter_windows(cols, taps, padded, out, kernel):
-    """The adjoint of :func:`gather_windows`: (N, C, O0, K0, ...) added into a zero
-    (N, C, *padded) tensor (overlapping windows sum)."""
+def scatter_windows(cols, sources, size, out, kernel):
+    """The adjoint of :func:`gather_windows`: (N, C, O0, K0, ...) added into a
+    zero (N, C, *size) tensor (overlapping windows sum, fill reads drop)."""
     lead = cols.ndim - 2 * len(out)
     cur = list(cols.shape[:lead]) + [o * k for o, k in zip(out, kernel)]
     x = reshape(cols, tuple(cur))
     for i in reversed(range(len(out))):
-        if taps[i] is None:
+        src, axis, n = sources[i], lead + i, size[i]
+        if _whole(src, n):
             continue
-        cur[lead + i] = padded[i]
-        x = scatter_add(full(tuple(cur), 0, x.dtype), _along(taps[i], x.ndim, lead + i), x,
-                        axis=lead + i, negative_indices=False)
+        cur[axis] = n + 1  # a last slot takes what the padding read, then is cut off
+        idx = _along(np.where(src >= 0, src, n).astype(np.int64), x.ndim, axis)
+        x = scatter_add(full(tuple(cur), 0, x.dtype), idx, x, axis=axis,
+                        negative_indices=False)
+        x = S.getitem(x, tuple(slice(0, n) if a == axis else slice(None)
+                               for a in range(x.ndim)))
+        cur[axis] = n
     return x
-
-
-def _window_taps(size, out, kernel, stride, dilation):
-    return [None if k == 1 and s == 1 and n == o else _taps(o, k, s, d)
-            for n, o, k, s, d in zip(size, out, kernel, stride, dilation)]
-
-
-def windows(xp, out, kernel, stride, dilation):
-    """The windows of a padded (N, C, *P) tensor as (N, C, O0, K0, O1, K1, ...)."""
-    taps = _window_taps(xp.shape[xp.ndim - len(out):], out, kernel, stride, dilation)
-    return gather_windows(xp, taps, out, kernel)
-
-
-def unwindows(cols, padded, out, kernel, stride, dilation):
-    """The adjoint of :func:`windows`, into a zero (N, C, *padded) tensor."""
-    taps = _window_taps(padded, out, kernel, stride, dilation)
-    return scatter_windows(cols, taps, padded, out, kernel)
-
-
-def _crop(x, pads):
-    lead = x.ndim - len(pads)
-    if not any(b or a for b, a in pads):
-        return x
-    return S.getitem(x, tuple([slice(None)] * lead + [slice(b, n - a) for n, (b, a)
-                                                      in zip(x.shape[lead:], pads)]))
 
 
 def _check_conv(name, x, wshape, groups):
@@ -178,7 +158,9 @@ def _patches(name, x, wshape, stride, padding, dilation, groups):
                          f"the weight of shape {tuple(wshape)} with groups={groups} expects "
                          f"{wshape[1] * groups}")
     out = _out_sizes(name, x.shape[2:], kernel, stride, pads, dilation)
-    cols = windows(pad(x, pads), out, kernel, stride, dilation)
+    sources = [_conv_sources(n, o, k, st, d, b) for n, o, k, st, d, (b, _)
+               in zip(x.shape[2:], out, kernel, stride, dilation, pads)]
+    cols = gather_windows(x, sources, out, kernel)
     # (N, C, O0, K0, ...) -> (N, O0.., C, K0..) -> (G, N*O, C/G*K)
     perm = [0] + [2 + 2 * i for i in range(nd)] + [1] + [3 + 2 * i for i in range(nd)]
     rows = x.shape[0] * math.prod(out)
@@ -217,27 +199,44 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return y
 
 
+def _transposed_sources(size, out, k, s, d, before):
+    """The input gradient of a window axis as a stride-1 correlation with the
+    flipped kernel: input position i, tap j reads the output gradient at
+    (i + j d - ((k - 1) d - before)) / s where that is a whole output index
+    (the zeros a stride leaves between outputs, and the padding, read -1)."""
+    t = np.arange(size)[:, None] + np.arange(k)[None, :] * d - ((k - 1) * d - before)
+    src = t // s
+    return np.where((t >= 0) & (t % s == 0) & (src < out), src, -1).reshape(-1)
+
+
 def conv_input_grad(grad, weight, input_shape, stride=1, padding=0, dilation=1, groups=1):
-    """d conv / d input: the output gradient (N, O, *out) times the weight, added
-    back into each window, for an input of ``input_shape``."""
+    """d conv / d input for an input of ``input_shape``: the output gradient
+    (N, O, *out), its outputs spread ``stride`` apart, correlated with the
+    flipped, transposed weight (so no scatter: one gather per axis and a
+    matmul, as the forward)."""
     grad, weight = as_tensor(grad), as_tensor(weight)
     nd = len(input_shape) - 2
     kernel = tuple(weight.shape[2:])
     stride = _tuple("conv", "stride", stride, nd)
     dilation = _tuple("conv", "dilation", dilation, nd)
     pads = _padding("conv", padding, kernel, stride, dilation)
-    out = tuple(grad.shape[2:])
-    w = _grouped_weight(weight, groups)                               # (G, O/G, C/G*K)
-    cols = S.matmul(_from_channels_first(grad, groups), astype(w, grad.dtype))
-    n, cg = grad.shape[0], weight.shape[1]
-    cols = reshape(cols, (groups, n, *out, cg, *kernel))              # G N O.. Cg K..
-    perm = [1, 0, 2 + nd]
-    for i in range(nd):
-        perm += [2 + i, 3 + nd + i]
-    cols = reshape(permute(cols, perm), (n, groups * cg) + sum(((o, k) for o, k
-                                                                in zip(out, kernel)), ()))
-    padded = [s + b + a for s, (b, a) in zip(input_shape[2:], pads)]
-    return _crop(unwindows(cols, padded, out, kernel, stride, dilation), pads)
+    size, out = list(input_shape[2:]), list(grad.shape[2:])
+    sources = [_transposed_sources(n, o, k, st, d, b) for n, o, k, st, d, (b, _)
+               in zip(size, out, kernel, stride, dilation, pads)]
+    cols = gather_windows(grad, sources, size, kernel)                 # N O S0 K0 ..
+    n, o, cg = grad.shape[0], weight.shape[0], weight.shape[1]
+    og = o // groups
+    perm = [0] + [2 + 2 * i for i in range(nd)] + [1] + [3 + 2 * i for i in range(nd)]
+    rows = n * math.prod(size)
+    cols = permute(reshape(permute(cols, perm), (rows, groups, og * math.prod(kernel))),
+                   (1, 0, 2))                                          # G, N*S, Og*K
+    # weight (G*Og, Cg, *K) -> (G, Og, *K flipped, Cg): rows match cols' (Og, K)
+    w = reshape(weight, (groups, og, cg) + kernel)
+    w = flip(w, axis=tuple(range(3, 3 + nd)))
+    w = reshape(permute(w, (0, 1) + tuple(range(3, 3 + nd)) + (2,)),
+                (groups, og * math.prod(kernel), cg))
+    y = S.matmul(cols, astype(w, cols.dtype))                          # G, N*S, Cg
+    return _to_channels_first(y, n, size)
 
 
 def conv_weight_grad(x, grad, weight_shape, stride=1, padding=0, dilation=1, groups=1):
@@ -297,6 +296,11 @@ def _pool_args(name, shape, kernel, stride, padding, dilation, ceil_mode):
     return kernel, stride, pads, dilation, out
 
 
+def _pool_sources(shape, out, kernel, stride, dilation, pads):
+    return [_conv_sources(n, o, k, s, d, b) for n, o, k, s, d, (b, _)
+            in zip(shape[2:], out, kernel, stride, dilation, pads)]
+
+
 def _kernel_last(cols, nd):
     """(N, C, O0, K0, ...) -> (N, C, O0, O1, ..., K0 * K1 * ...)."""
     perm = [0, 1] + [2 + 2 * i for i in range(nd)] + [3 + 2 * i for i in range(nd)]
@@ -322,7 +326,8 @@ def max_pool(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False
     kernel, stride, pads, dilation, out = _pool_args("max_pool", x.shape, kernel_size, stride,
                                                      padding, dilation, ceil_mode)
     low = -math.inf if x._node.dtype in D.FLOATING else int(np.iinfo(x.dtype).min)
-    cols = _kernel_last(windows(pad(x, pads, low), out, kernel, stride, dilation), len(out))
+    sources = _pool_sources(x.shape, out, kernel, stride, dilation, pads)
+    cols = _kernel_last(gather_windows(x, sources, out, kernel, low), len(out))
     y = reduce_max(cols, axis=-1)
     if not return_indices:
         return y
@@ -365,7 +370,8 @@ def avg_pool(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_incl
     x = as_tensor(x)
     kernel, stride, pads, dilation, out = _pool_args("avg_pool", x.shape, kernel_size, stride,
                                                      padding, 1, ceil_mode)
-    cols = _kernel_last(windows(pad(x, pads), out, kernel, stride, dilation), len(out))
+    sources = _pool_sources(x.shape, out, kernel, stride, dilation, pads)
+    cols = _kernel_last(gather_windows(x, sources, out, kernel), len(out))
     total = reduce_sum(cols, axis=-1)
     if divisor_override:
         return total / divisor_override
@@ -383,20 +389,19 @@ def avg_pool_grad(grad, input_shape, kernel_size, stride=None, padding=0, ceil_m
     else:
         g = grad / _avg_divisor(input_shape[2:], kernel, stride, pads, out, count_include_pad,
                                 grad)
-    padded = [n + b + a for n, (b, a) in zip(input_shape[2:], pads)]
-    return _crop(unwindows(_kernel_spread(g, out, kernel), padded, out, kernel, stride,
-                           dilation), pads)
+    sources = _pool_sources(input_shape, out, kernel, stride, dilation, pads)
+    return scatter_windows(_kernel_spread(g, out, kernel), sources, list(input_shape[2:]), out,
+                           kernel)
 
 
 def _adaptive(size, out):
-    """Torch's adaptive windows of an axis: [floor(i n / o), ceil((i + 1) n / o)),
-    as taps (o * k,) clamped into the window, a 0/1 mask (o, k) and the counts."""
+    """Torch's adaptive windows of an axis, [floor(i n / o), ceil((i + 1) n / o)):
+    the sources (o * k,) with -1 past a shorter window's end, the counts, k."""
     i = np.arange(out)
     start, end = (i * size) // out, -((-(i + 1) * size) // out)
     k = int((end - start).max())
-    j = np.arange(k)
-    taps = np.minimum(start[:, None] + j, end[:, None] - 1)
-    return taps.reshape(-1), (j < (end - start)[:, None]), (end - start), k
+    src = start[:, None] + np.arange(k)[None, :]
+    return np.where(src < end[:, None], src, -1).reshape(-1), end - start, k
 
 
 def _adaptive_args(name, shape, output_size):
@@ -409,39 +414,26 @@ def _adaptive_args(name, shape, output_size):
     if len(sizes) != nd or any(o < 1 for o in out):
         raise ShapeError(f"lazyrt.nn.{name}: output_size {output_size!r} does not fit the input "
                          f"of shape {tuple(shape)}")
-    return [_adaptive(n, o) for n, o in zip(shape[2:], out)], out
-
-
-def _adaptive_weights(parts, like):
-    """The windows' 0/1 mask over (O0, K0, O1, K1, ...) and the counts over (*out),
-    both in ``like``'s dtype."""
-    mask, count = np.ones(()), np.ones(())
-    for _, m, c, _ in parts:
-        mask = np.multiply.outer(mask, m.astype(np.float64))
+    parts = [_adaptive(n, o) for n, o in zip(shape[2:], out)]
+    count = np.ones(())
+    for _, c, _ in parts:
         count = np.multiply.outer(count, c.astype(np.float64))
-    return astype(asarray(mask), like.dtype), astype(asarray(count), like.dtype)
+    return [src for src, _, _ in parts], count, out, [k for *_, k in parts]
 
 
 def adaptive_avg_pool(x, output_size):
     """Mean over torch's adaptive windows (``adaptive_avg_pool*d``)."""
     x = as_tensor(x)
-    parts, out = _adaptive_args("adaptive_avg_pool", x.shape, output_size)
-    kernel = [k for *_, k in parts]
-    if all(n % o == 0 for n, o in zip(x.shape[2:], out)):  # equal windows: no mask needed
-        k = [n // o for n, o in zip(x.shape[2:], out)]
-        return avg_pool(x, k, k)
-    taps = [asarray(t.astype(np.int64)) for t, *_ in parts]
-    mask, count = _adaptive_weights(parts, x)
-    cols = gather_windows(x, taps, out, kernel) * mask
-    return reduce_sum(_kernel_last(cols, len(out)), axis=-1) / count
+    sources, count, out, kernel = _adaptive_args("adaptive_avg_pool", x.shape, output_size)
+    cols = gather_windows(x, sources, out, kernel)
+    return reduce_sum(_kernel_last(cols, len(out)), axis=-1) / astype(asarray(count), x.dtype)
 
 
 def adaptive_avg_pool_grad(grad, input_shape):
     """The adjoint of :func:`adaptive_avg_pool`."""
     grad = as_tensor(grad)
-    parts, out = _adaptive_args("adaptive_avg_pool", input_shape, tuple(grad.shape[2:]))
-    kernel = [k for *_, k in parts]
-    taps = [asarray(t.astype(np.int64)) for t, *_ in parts]
-    mask, count = _adaptive_weights(parts, grad)
-    cols = _kernel_spread(grad / count, out, kernel) * mask
-    return scatter_windows(cols, taps, list(input_shape[2:]), out, kernel)
+    sources, count, out, kernel = _adaptive_args("adaptive_avg_pool", input_shape,
+                                                 tuple(grad.shape[2:]))
+    g = grad / astype(asarray(count), grad.dtype)
+    return scatter_windows(_kernel_spread(g, out, kernel), sources, list(input_shape[2:]), out,
+                           kernel)
