@@ -119,6 +119,31 @@ def test_adaptive_avg_pool_and_gradient_match_torch(backend, size, out):
     _close(lr.api.convolution.adaptive_avg_pool_grad(lr.asarray(g), x.shape), xt.grad)
 
 
+@pytest.mark.parametrize("mode, align", [("nearest", None), ("nearest-exact", None),
+                                         ("bilinear", False), ("bilinear", True)])
+@pytest.mark.parametrize("resize", [dict(scale_factor=2), dict(size=(8, 11)),
+                                    dict(scale_factor=0.5)], ids=["x2", "size", "half"])
+def test_interpolate_and_its_gradient_match_torch_on_lazy(mode, align, resize):
+    import lazyrt.torch as lt
+    x = torch.randn(2, 3, 5, 7, requires_grad=True)
+    xl = x.detach().to("lazy").requires_grad_()
+    kw = {} if align is None else dict(align_corners=align)
+    want, got = (F.interpolate(t, mode=mode, **resize, **kw) for t in (x, xl))
+    g = torch.randn(want.shape)
+    want.backward(g)
+    got.backward(g.to("lazy"))
+    lt.mark_step()
+    _close(lt.eager(got), want, 1e-6)
+    _close(lt.eager(xl.grad), x.grad, 1e-6)
+
+
+def test_native_interpolate_matches_torch_in_three_dimensions(backend):
+    rng = np.random.default_rng(3)
+    x = _random(rng, (1, 2, 3, 4, 5))
+    want = F.interpolate(torch.tensor(x), size=(5, 6, 4), mode="trilinear", align_corners=False)
+    _close(lr.nn.interpolate(lr.asarray(x), (5, 6, 4), "linear"), want, 1e-6)
+
+
 def test_conv_refuses_mismatched_shapes_with_the_shapes_in_the_message():
     x = lr.zeros((1, 3, 8, 8))
     with pytest.raises(lr.ShapeError, match=r"3 channels.*\(4, 2, 3, 3\)"):

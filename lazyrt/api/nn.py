@@ -7,6 +7,7 @@ import math
 from . import pointwise as P
 from .convolution import (adaptive_avg_pool, avg_pool, conv, conv_transpose,  # noqa: F401
                           max_pool)
+from .upsample import interpolate  # noqa: F401
 from . import random as Rn
 from . import reductions as Rd
 from .creation import as_tensor

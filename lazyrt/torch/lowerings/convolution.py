@@ -1,7 +1,8 @@
 """Convolutions and pooling (``convolution`` and its backward, max/avg pooling
-with their backwards, adaptive average pooling) as lazyrt's gather-based
-windows and matmuls (:mod:`lazyrt.api.convolution`), so a CNN's step stays one
-graph. float16 and bfloat16 compute in float32 and round once, as eager's CPU
+with their backwards, adaptive average pooling) and resampling (nearest,
+nearest-exact, (bi/tri)linear upsampling and their backwards) as lazyrt's
+gather-based windows and matmuls (:mod:`lazyrt.api.convolution`,
+:mod:`lazyrt.api.upsample`), so a CNN's (or a U-Net's) step stays one graph. float16 and bfloat16 compute in float32 and round once, as eager's CPU
 kernels accumulate."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 
 from ...api import convolution as CV
 from ...api import reductions as RD
+from ...api import upsample as UP
 from ..operands import down, up, value
 from ..registry import register_lowering
 
@@ -115,3 +117,44 @@ register_lowering(aten._adaptive_avg_pool2d.default, aten._adaptive_avg_pool3d.d
     _adaptive_avg_pool)
 register_lowering(aten._adaptive_avg_pool2d_backward.default,
                   aten._adaptive_avg_pool3d_backward.default)(_adaptive_avg_pool_backward)
+
+
+# ---- resampling (F.interpolate) ------------------------------------------------
+
+def _scales(scales, nd):
+    """ATen's optional per-axis scale factors (None where the sizes decide)."""
+    scales = list(scales)[-nd:] if scales else []
+    return scales if len(scales) == nd and all(s is not None for s in scales) else None
+
+
+def _upsample(mode, align=None):
+    def lower(x, output_size, *rest):
+        v = value(x)
+        align_corners = rest[0] if align else False
+        factors = _scales(rest[1:] if align else rest, v.ndim - 2)
+        y = UP.interpolate(up(v), output_size, mode, align_corners, factors)
+        return down(y, v._node.dtype)
+    return lower
+
+
+def _upsample_backward(mode, align=None):
+    def lower(grad, output_size, input_size, *rest):
+        g = value(grad)
+        align_corners = rest[0] if align else False
+        factors = _scales(rest[1:] if align else rest, g.ndim - 2)
+        y = UP.interpolate_grad(up(g), tuple(input_size), mode, align_corners, factors)
+        return down(y, g._node.dtype)
+    return lower
+
+
+for _nd, _linear in ((1, "linear1d"), (2, "bilinear2d"), (3, "trilinear3d")):
+    register_lowering(getattr(aten, f"upsample_nearest{_nd}d").default)(_upsample("nearest"))
+    register_lowering(getattr(aten, f"_upsample_nearest_exact{_nd}d").default)(
+        _upsample("nearest-exact"))
+    register_lowering(getattr(aten, f"upsample_{_linear}").default)(_upsample("linear", True))
+    register_lowering(getattr(aten, f"upsample_nearest{_nd}d_backward").default)(
+        _upsample_backward("nearest"))
+    register_lowering(getattr(aten, f"_upsample_nearest_exact{_nd}d_backward").default)(
+        _upsample_backward("nearest-exact"))
+    register_lowering(getattr(aten, f"upsample_{_linear}_backward").default)(
+        _upsample_backward("linear", True))
