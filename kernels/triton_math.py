@@ -27,8 +27,8 @@ from .triton_configs import (  # noqa: F401
 # exp, log, tanh, erf, sigmoid (the float32 polynomials of the C backend) live in
 # triton_math_transcendental.py
 from .triton_math_transcendental import (  # noqa: F401
-    erf, exp, exp_f32, expm1_generic, erf_f32, log, log1p_generic, sigmoid, tanh, tanh16,
-    tanh_f32, tanh_generic)
+    erf, erf_f32, erfc, exp, exp2, exp_f32, expm1_generic, log, log1p_generic, sigmoid,
+    softplus, tanh, tanh16, tanh_f32, tanh_generic)
 
 
 # --- NumPy-exact pieces (same code on every target) -------------------------

@@ -52,6 +52,18 @@ if INTERPRETED:
     @triton.jit
     def _tanh64(x):
         return tanh_generic(x)
+
+    @triton.jit
+    def _exp2_64(x):
+        return tl.exp2(x)
+
+    @triton.jit
+    def _log1p64(x):
+        return log1p_generic(x)
+
+    @triton.jit
+    def _erfc64(x):
+        return _erfc_interpreted(x)
 else:  # pragma: no cover - needs a GPU
     from triton.language.extra import libdevice
 
@@ -70,6 +82,18 @@ else:  # pragma: no cover - needs a GPU
     @triton.jit
     def _tanh64(x):
         return libdevice.tanh(x)  # 1 ULP (CUDA's double table)
+
+    @triton.jit
+    def _exp2_64(x):
+        return libdevice.exp2(x)
+
+    @triton.jit
+    def _log1p64(x):
+        return libdevice.log1p(x)
+
+    @triton.jit
+    def _erfc64(x):
+        return libdevice.erfc(x)
 
 
 # The interpreter's float64 versions (Kahan's cancellation-free log1p and expm1):
@@ -267,3 +291,39 @@ def sigmoid(x):
     d = x.to(tl.float64)
     e = _exp64(-tl.abs(d))
     return (tl.where(d < 0, e, 1.0) / (1.0 + e)).to(x.dtype)
+
+
+# --- exp2, erfc, softplus: in float64 and rounded once (libdevice's float32 exp2f is
+# documented at 2 ULP, erfcf at 4), as triton_math.py's array API functions -----------
+
+@triton.jit
+def _erfc_interpreted(d):
+    """erfc of a float64 for the interpreter (which has erf, not erfc): 1 - erf(|d|)
+    below 3.5 (erfc(3.5) = 7e-7: the subtraction's 1e-16 is 2^-30 of it), above it
+    Laplace's continued fraction e^-x^2 / sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/...)))
+    to 60 terms, evaluated backward; erfc(-x) = 2 - erfc(x)."""
+    a = tl.abs(d)
+    t = tl.where(a < 3.5, 3.5, a)
+    f = t
+    for k in tl.static_range(60, 0, -1):
+        f = t + (k * 0.5) / f
+    big = tl.exp(-t * t) * 0.5641895835477563 / f
+    pos = tl.where(a < 3.5, 1.0 - tl.math.erf(a), big)
+    return tl.where(d < 0, 2.0 - pos, pos)
+
+
+@triton.jit
+def exp2(x):
+    return _exp2_64(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def erfc(x):
+    return _erfc64(x.to(tl.float64)).to(x.dtype)
+
+
+@triton.jit
+def softplus(x):
+    """log(1 + e^x) = max(x, 0) + log1p(e^-|x|) (no overflow; NaN stays NaN)."""
+    d = x.to(tl.float64)
+    return (tl.where(d > 0, d, 0.0) + _log1p64(_exp64(-tl.abs(d)))).to(x.dtype)

@@ -212,13 +212,13 @@ def _softplus(a):
 
 
 EXP2 = _u("exp2", np.exp2, C.float_only("lz_exp2f", "lz_exp2"), T.float_only("lzm.exp2"),
-          J.float_only("jnp.exp2"), doc="2 ** x; powers of two exact", cost=COSTLY)
+          J.float_only("lzj.exp2"), doc="2 ** x; powers of two exact", cost=COSTLY)
 ERFC = _u("erfc", _erfc, C.float_only("lz_erfcf", "lz_erfc"), T.float_only("lzm.erfc"),
-          J.float_only("jax.scipy.special.erfc"), like=np.exp,
+          J.float_only("lzj.erfc"), like=np.exp,
           doc="1 - erf(x) without its cancellation (relative accuracy to the underflow)",
           cost=COSTLY)
 SOFTPLUS = _u("softplus", _softplus, C.float_only("lz_softplusf", "lz_softplus"),
-              T.float_only("lzm.softplus"), J.float_only("jax.nn.softplus"), like=np.exp,
+              T.float_only("lzm.softplus"), J.float_only("lzj.softplus"), like=np.exp,
               doc="log(1 + exp(x)) = logaddexp(x, 0), exact for large |x| (no threshold)",
               cost=COSTLY)
 

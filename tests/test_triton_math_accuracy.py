@@ -126,7 +126,9 @@ UNARY = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
          "tanh": np.tanh, "sigmoid": _sigmoid, "erf": scipy_special.erf, "sin": np.sin,
          "cos": np.cos, "tan": np.tan, "log2": np.log2, "log10": np.log10,
          "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-         "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
+         "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+         "exp2": np.exp2, "erfc": scipy_special.erfc,
+         "softplus": lambda a: np.logaddexp(a, 0.0)}
 
 
 def helper_of(name):
