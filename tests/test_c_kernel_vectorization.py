@@ -34,7 +34,7 @@ UNARY = ["exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sigmo
          "asinh", "acosh", "atanh"]
 BINARY = ["pow", "atan2", "logaddexp"]
 #: float64 functions that still call libm (a scalar call: the loop cannot vectorize)
-F64_LIBM = {"erf", "pow", "erfc", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh",
+F64_LIBM = {"erf", "erfc", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh",
             "logaddexp"}
 
 

@@ -100,7 +100,7 @@ def divmod_(kind):
 
 def power(code, t, a, b):
     if _is_float(code):
-        return f"{'pow' if code == D.FLOAT64 else 'lz_powf'}({a}, {b})"
+        return f"{'lz_pow' if code == D.FLOAT64 else 'lz_powf'}({a}, {b})"
     return f"({t})lz_ipow((int64_t){a}, (int64_t){b})"
 
 
