@@ -22,7 +22,7 @@
  *   lz_log2f                  0.697   0.63    1.0     yes (float32 arithmetic)
  *   lz_log10f                 0.689   0.58    1.0     yes (float32 arithmetic)
  *   lz_atan2f lz_logaddexpf     -     < 1     1.0     yes (2^20 random pairs + specials)
- *   lz_tanf                   0.500   0.50    1.0     yes (lz_sinf's reduction, a division)
+ *   lz_tanf                   0.544   0.54    1.0     yes (lz_sinf's reduction, a division)
  *   lz_powf                     -     0.503   1.0     yes (2^24 random pairs + Annex F's cases;
  *                                                  3.5 ns/element/core vs powf's 4.6: the
  *                                                  double division in lz__log_d)
