@@ -144,6 +144,23 @@ def test_native_interpolate_matches_torch_in_three_dimensions(backend):
     _close(lr.nn.interpolate(lr.asarray(x), (5, 6, 4), "linear"), want, 1e-6)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_and_its_running_statistics_match_torch(backend, training):
+    rng = np.random.default_rng(4)
+    x = _random(rng, (4, 3, 5, 6))
+    w, b, mean = _random(rng, (3,)), _random(rng, (3,)), _random(rng, (3,))
+    var = rng.uniform(0.5, 2, 3).astype(np.float32)
+    tm, tv = torch.tensor(mean), torch.tensor(var)
+    want = F.batch_norm(torch.tensor(x), tm, tv, torch.tensor(w), torch.tensor(b), training, 0.2)
+    lm, lv = lr.asarray(mean), lr.asarray(var)
+    got = lr.nn.batch_norm(lr.asarray(x), lm, lv, lr.asarray(w), lr.asarray(b), training, 0.2)
+    _close(got, want)
+    _close(lm, tm)
+    _close(lv, tv)
+    with pytest.raises(lr.ShapeError, match=r"weight must have shape \(3,\)"):
+        lr.nn.batch_norm(lr.asarray(x), weight=lr.zeros(4))
+
+
 def test_conv_refuses_mismatched_shapes_with_the_shapes_in_the_message():
     x = lr.zeros((1, 3, 8, 8))
     with pytest.raises(lr.ShapeError, match=r"3 channels.*\(4, 2, 3, 3\)"):

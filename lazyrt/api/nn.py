@@ -11,6 +11,7 @@ from .upsample import interpolate  # noqa: F401
 from . import random as Rn
 from . import reductions as Rd
 from .creation import as_tensor
+from .views import reshape
 from ..errors import ShapeError
 from .operands import check_probability, require_float
 
@@ -91,6 +92,48 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         out = out * weight
     if bias is not None:
         out = out + bias
+    return out
+
+
+def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+               training=False, momentum=0.1, eps=1e-5):
+    """Normalize each channel (axis 1) of (N, C, *spatial) over the other axes,
+    as torch's ``F.batch_norm``: with ``training`` (or no running statistics)
+    by the batch's mean and biased variance, and the running statistics, when
+    given, updated in place with ``momentum`` and the unbiased variance, in the
+    same graph; otherwise by the running statistics."""
+    x = as_tensor(x)
+    require_float("batch_norm", x)
+    if x.ndim < 2:
+        raise ShapeError(f"lazyrt.nn.batch_norm: expected (N, C, ...) input, got shape {x.shape}")
+    c = x.shape[1]
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(as_tensor(t).shape) != (c,):
+            raise ShapeError(f"lazyrt.nn.batch_norm: {name} must have shape ({c},) for input "
+                             f"of shape {x.shape}, got {tuple(as_tensor(t).shape)}")
+    if training or running_mean is None or running_var is None:
+        axes = (0,) + tuple(range(2, x.ndim))
+        mean = Rd.mean(x, axes, keepdims=True)
+        d = x - mean
+        var = Rd.mean(d * d, axes, keepdims=True)
+        count = x.size // c
+        if count < 2 and training:
+            raise ShapeError(f"lazyrt.nn.batch_norm: expected more than 1 value per channel "
+                             f"when training, got input of shape {x.shape}")
+        if training and running_mean is not None and running_var is not None:
+            unbiased = reshape(var, (c,)) * (count / max(count - 1, 1))
+            running_mean[...] = (1 - momentum) * running_mean + momentum * reshape(mean, (c,))
+            running_var[...] = (1 - momentum) * running_var + momentum * unbiased
+    else:
+        mean, var = reshape(as_tensor(running_mean), shape), reshape(as_tensor(running_var), shape)
+        d = x - mean
+    out = d * P.rsqrt(var + eps)
+    if weight is not None:
+        out = out * reshape(as_tensor(weight), shape)
+    if bias is not None:
+        out = out + reshape(as_tensor(bias), shape)
     return out
 
 
