@@ -168,6 +168,16 @@ def _patches(name, x, wshape, stride, padding, dilation, groups):
     return permute(cols, (1, 0, 2)), out
 
 
+def _product(a, b):
+    """Per-group products (G, m, k) @ (G, k, n); one group as a plain 2-d product
+    (BLAS's own call, no batch loop)."""
+    if a.shape[0] == 1:
+        m, n = a.shape[1], b.shape[2]
+        y = S.matmul(reshape(a, a.shape[1:]), reshape(b, b.shape[1:]))
+        return reshape(y, (1, m, n))
+    return S.matmul(a, b)
+
+
 def _grouped_weight(weight, groups):
     """(O, C/G, *K) as (G, O/G, C/G * prod(K))."""
     return reshape(weight, (groups, weight.shape[0] // groups, math.prod(weight.shape[1:])))
@@ -193,7 +203,7 @@ def conv(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     x, weight = as_tensor(x), as_tensor(weight)
     cols, out = _patches("conv", x, weight.shape, stride, padding, dilation, groups)
     w = permute(_grouped_weight(weight, groups), (0, 2, 1))          # (G, C/G*K, O/G)
-    y = _to_channels_first(S.matmul(cols, astype(w, cols.dtype)), x.shape[0], out)
+    y = _to_channels_first(_product(cols, astype(w, cols.dtype)), x.shape[0], out)
     if bias is not None:
         y = y + reshape(as_tensor(bias), (weight.shape[0],) + (1,) * len(out))
     return y
@@ -235,7 +245,7 @@ def conv_input_grad(grad, weight, input_shape, stride=1, padding=0, dilation=1, 
     w = flip(w, axis=tuple(range(3, 3 + nd)))
     w = reshape(permute(w, (0, 1) + tuple(range(3, 3 + nd)) + (2,)),
                 (groups, og * math.prod(kernel), cg))
-    y = S.matmul(cols, astype(w, cols.dtype))                          # G, N*S, Cg
+    y = _product(cols, astype(w, cols.dtype))                          # G, N*S, Cg
     return _to_channels_first(y, n, size)
 
 
@@ -243,7 +253,7 @@ def conv_weight_grad(x, grad, weight_shape, stride=1, padding=0, dilation=1, gro
     """d conv / d weight: the patches of ``x`` times the output gradient."""
     x, grad = as_tensor(x), as_tensor(grad)
     cols, _ = _patches("conv", x, tuple(weight_shape), stride, padding, dilation, groups)
-    gw = S.matmul(permute(cols, (0, 2, 1)), _from_channels_first(astype(grad, cols.dtype),
+    gw = _product(permute(cols, (0, 2, 1)), _from_channels_first(astype(grad, cols.dtype),
                                                                  groups))
     return reshape(permute(gw, (0, 2, 1)), tuple(weight_shape))      # (G, O/G, C/G*K)
 
