@@ -79,6 +79,32 @@ def test_nanogpt_last_position_and_int32_index(torch_backend):
     _no_fallback()
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_several_index_tensors_match_eager_forward_and_backward(torch_backend, seed):
+    """x[i, j], x[:, i[:, None], j] (adjacent, broadcasting, negative entries) and
+    x[i, :, j] (apart: the broadcast dims come first), as torch's resampling
+    decompositions record them; the backward is an index_put that accumulates."""
+    rng = np.random.default_rng(seed)
+    x = torch.from_numpy(rng.standard_normal((3, 4, 5)))
+    i = torch.from_numpy(rng.integers(-3, 3, (2, 1)))
+    j = torch.from_numpy(rng.integers(-4, 4, (3,)))
+    k = torch.from_numpy(rng.integers(-5, 5, (2, 3)))
+    lr.metrics.reset()
+    for index in [(i, j), (slice(None), j[:, None], k[:1]), (i, slice(None), k),
+                  (slice(None), slice(None), k)]:
+        lazy_index = tuple(t.to("lazy") if isinstance(t, torch.Tensor) else t for t in index)
+        want = x[index]
+        assert_same(x.to("lazy")[lazy_index], want)
+        xg, lx = x.clone().requires_grad_(), x.to("lazy").requires_grad_()
+        g = torch.from_numpy(rng.standard_normal(tuple(want.shape)))
+        (xg[index] * g).sum().backward()
+        (lx[lazy_index] * g.to("lazy")).sum().backward()
+        assert_same(lx.grad, xg.grad, rtol=1e-14, atol=1e-13)
+    _no_fallback()
+    with pytest.raises(IndexError):
+        x.to("lazy")[torch.tensor([0, 3]).to("lazy"), torch.tensor([1, 1]).to("lazy")].tolist()
+
+
 def test_boolean_mask_known_on_the_host_is_a_gather(torch_backend):
     x = torch.randn(3, 4, 2, dtype=torch.float64)
     lr.metrics.reset()

@@ -147,8 +147,26 @@ def _upsample_backward(mode, align=None):
     return lower
 
 
+def _upsample_vec(mode, align=None):
+    """The ``.vec`` overloads (what ``F.interpolate`` calls): an output size, or
+    scale factors that give it (floor(in * scale)) and set the source scale."""
+    def lower(x, output_size, *rest):
+        v = value(x)
+        align_corners = rest[0] if align else False
+        factors = rest[1] if align else rest[0]
+        if output_size is None:
+            output_size = [int(n * f) for n, f in zip(v.shape[2:], factors)]
+        y = UP.interpolate(up(v), output_size, mode, align_corners, factors)
+        return down(y, v._node.dtype)
+    return lower
+
+
 for _nd, _linear in ((1, "linear1d"), (2, "bilinear2d"), (3, "trilinear3d")):
     register_lowering(getattr(aten, f"upsample_nearest{_nd}d").default)(_upsample("nearest"))
+    register_lowering(getattr(aten, f"upsample_nearest{_nd}d").vec)(_upsample_vec("nearest"))
+    register_lowering(getattr(aten, f"_upsample_nearest_exact{_nd}d").vec)(
+        _upsample_vec("nearest-exact"))
+    register_lowering(getattr(aten, f"upsample_{_linear}").vec)(_upsample_vec("linear", True))
     register_lowering(getattr(aten, f"_upsample_nearest_exact{_nd}d").default)(
         _upsample("nearest-exact"))
     register_lowering(getattr(aten, f"upsample_{_linear}").default)(_upsample("linear", True))

@@ -150,6 +150,35 @@ def _one_index(x, indices):
                                                negative=True, error=IndexError)
 
 
+def _several_indices(x, indices):
+    """``(d, k, idx, check)`` as :func:`_one_index` for integer index tensors at
+    the adjacent dims ``d .. d+k-1`` (``x[:, ih[:, None], iw]``, what torch's
+    decompositions of resampling record): they broadcast together, and
+    ``idx`` is their row-major position in the merged dims. None otherwise."""
+    at = [k for k, t in enumerate(indices) if t is not None]
+    if len(at) < 2 or at != list(range(at[0], at[-1] + 1)) or at[-1] >= x.ndim or any(
+            not isinstance(indices[k], torch.Tensor) or indices[k].dtype not in _INTEGER_INDEX
+            for k in at):
+        return None
+    d, k = at[0], len(at)
+    try:
+        common = tuple(np.broadcast_shapes(*(tuple(indices[j].shape) for j in at)))
+    except ValueError:
+        return None  # eager's shape error, from the fallback
+    tensors = [_index_tensor(indices[j]) for j in at]
+
+    def check(op):
+        flat = None
+        for j, t in zip(at, tensors):
+            t = P.astype(checked_index(t, x.shape[j], op=op, dim=j, shape=x.shape, negative=True,
+                                       error=IndexError), D.int64)
+            n = runtime_scalar(x.shape[j], D.INT64)
+            t = S.where(t < runtime_scalar(0, D.INT64), t + n, t)  # checked, not yet wrapped
+            flat = t if flat is None else flat * n + t
+        return V.broadcast_to(flat, common)
+    return d, k, C.full(common, 0, D.int64), check
+
+
 def _merged(x, d, k):
     """``x`` with dims ``d .. d+k-1`` merged into one (inserted, of size 1, for k = 0)."""
     shape = tuple(x.shape)
@@ -162,9 +191,17 @@ def _index(a, indices):
     (``x[:, [-1]]``, ``x[..., [0, 2]]``, ``x[idx]``); the result has ``idx``'s
     shape in place of the dims it indexes."""
     x = value(a)
-    found = _one_index(x, indices)
+    found = _one_index(x, indices) or _several_indices(x, indices)
     if found is None:
-        return NotImplemented
+        at = [j for j, t in enumerate(indices) if t is not None]
+        if len(at) < 2 or at[-1] >= x.ndim:
+            return NotImplemented
+        # non-adjacent index tensors: their broadcast dims come first (numpy's rule)
+        rest = [j for j in range(x.ndim) if j not in at]
+        x = V.permute(x, *(at + rest))
+        found = _several_indices(x, [indices[j] for j in at])
+        if found is None:
+            return NotImplemented
     d, k, idx, check = found
     idx = check("index")
     flat = S.reshape(P.astype(idx, D.int64), (-1,))
@@ -270,13 +307,26 @@ def _index_put(a, indices, values, accumulate=False):
     as in eager's CPU loop); a computed integer index goes to the fallback."""
     x = value(a)
     v = values.value if type(values) is LazyTensor else from_cpu(values)
+    return _put_values(x, indices, v, accumulate)
+
+
+def _put_values(x, indices, v, accumulate):
+    """:func:`_index_put` on lazyrt values ``x`` and ``v``."""
     if v._node.dtype != x._node.dtype or x.ndim == 0:
         return NotImplemented  # eager's dtype error (or a 0-d target) from the fallback
     if not accumulate:
         out = _masked_fill(x, indices, v)
         if out is not None:
             return out
-    found = _one_index(x, indices)
+    found = _one_index(x, indices) or (_several_indices(x, indices) if accumulate else None)
+    at = [j for j, t in enumerate(indices) if t is not None]
+    if found is None and accumulate and 1 < len(at) and at[-1] < x.ndim:
+        # index tensors apart: put on x with their dims first (as ``index`` reads), back after
+        order = at + [j for j in range(x.ndim) if j not in at]
+        moved = _put_values(V.permute(x, *order), [indices[j] for j in at], v, True)
+        if moved is NotImplemented:
+            return moved
+        return V.permute(moved, *np.argsort(order).tolist())
     if found is None:
         return NotImplemented
     d, k, idx, check = found
