@@ -409,3 +409,29 @@ def test_sampling_loop_records_without_a_barrier_per_token(torch_backend):
             ctx = tokens[:, max(0, t - cpu.block):t]
             top = torch.topk(cpu(ctx)[:, -1, :], 3).indices
             assert (top == tokens[:, t:t + 1]).any(-1).all()
+
+
+def test_searchsorted_bucketize_narrow_copy_and_addmv_are_native(torch_backend):
+    torch.manual_seed(0)
+    seq = torch.sort(torch.randn(10)).values
+    x = torch.randn(3, 5)
+    x[0, 0] = seq[3]  # a tie: right or left of it
+    lr.metrics.reset()
+    for right in (False, True):
+        for i32 in (False, True):
+            assert_same(torch.searchsorted(seq.to("lazy"), x.to("lazy"), right=right,
+                                           out_int32=i32),
+                        torch.searchsorted(seq, x, right=right, out_int32=i32))
+            assert_same(torch.bucketize(x.to("lazy"), seq.to("lazy"), right=right,
+                                        out_int32=i32),
+                        torch.bucketize(x, seq, right=right, out_int32=i32))
+    assert_same(torch.searchsorted(seq.to("lazy"), x.to("lazy"), side="right"),
+                torch.searchsorted(seq, x, side="right"))
+    for dim, start, length in [(0, 1, 2), (1, -3, 3), (1, -2, 2), (0, 0, 0)]:
+        assert_same(torch.narrow_copy(x.to("lazy"), dim, start, length),
+                    torch.narrow_copy(x, dim, start, length))
+    b, m, v = torch.randn(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64), \
+        torch.randn(5, dtype=torch.float64)
+    assert_same(torch.addmv(b.to("lazy"), m.to("lazy"), v.to("lazy"), beta=0.5, alpha=2),
+                torch.addmv(b, m, v, beta=0.5, alpha=2), rtol=1e-14, atol=1e-14)
+    _no_fallback()

@@ -275,6 +275,28 @@ def _scatter(a, dim, index, src):
     return S.where(hits > runtime_scalar(0, D.INT32), new, x)
 
 
+@register_lowering(aten.searchsorted.Tensor)
+def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None,
+                  sorter=None):
+    """Positions of ``values`` in a 1-D sorted sequence (``torch.searchsorted``);
+    ``side`` overrides ``right`` as in eager. Sequences with batch dims, or a
+    ``sorter``, go on to the fallback."""
+    seq = _index_tensor(sorted_sequence)
+    if seq.ndim != 1 or sorter is not None or seq._node.dtype == D.BOOL:
+        return NotImplemented
+    x = _index_tensor(values) if isinstance(values, torch.Tensor) else None
+    if x is None or x._node.dtype != seq._node.dtype:
+        return NotImplemented  # eager's dtype rule, from the fallback
+    pos = SO.searchsorted(seq, x, side=side or ("right" if right else "left"))
+    return P.astype(pos, D.int32 if out_int32 else D.int64)
+
+
+@register_lowering(aten.bucketize.Tensor)
+def _bucketize(values, boundaries, *, out_int32=False, right=False):
+    """``torch.bucketize``: ``searchsorted`` with the arguments swapped."""
+    return _searchsorted(boundaries, values, out_int32=out_int32, right=right)
+
+
 @register_lowering(aten.topk.default)
 def _topk(a, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (smallest) along ``dim``, from a stable sort: NaN counts as

@@ -1,5 +1,5 @@
 """Matrix products (``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addbmm``, ``dot``,
-``mv``) as lazyrt matmuls. A float16 product accumulates in float32 and is
+``mv``, ``addmv``) as lazyrt matmuls. A float16 product accumulates in float32 and is
 rounded once, after the bias, as eager's gemm; ``addbmm`` rounds after each
 batch, as eager's loop of ``addmm_`` does."""
 from __future__ import annotations
@@ -71,5 +71,6 @@ def _scaled_sum(bias, prod, beta, alpha, a):
 for _op, _fn in ((aten.mm.default, _mm("mm")), (aten.bmm.default, _mm("bmm")),
                  (aten.dot.default, _mm("dot")), (aten.mv.default, _mm("mv")),
                  (aten.addmm.default, _addmm), (aten.baddbmm.default, _addmm),
+                 (aten.addmv.default, _addmm),
                  (aten.addbmm.default, _addbmm)):
     register_lowering(_op)(_fn)

@@ -46,6 +46,17 @@ def _slice(a, dim=0, start=None, end=None, step=1):
     return S.getitem(x, _index_at(x.ndim, dim, _slice_item(x.shape[dim], start, end, step)))
 
 
+@register_lowering(aten.narrow_copy.default)
+def _narrow_copy(a, dim, start, length):
+    """``narrow_copy``: ``length`` elements from ``start`` (wrapped when negative);
+    a range outside the dim goes on to the fallback, which raises eager's error."""
+    n = value(a).shape[dim]
+    start = start + n if start < 0 else start
+    if not (0 <= start <= n and 0 <= length <= n - start):
+        return NotImplemented
+    return _slice(a, dim, start, start + length)
+
+
 @register_lowering(aten.select.int, aten.select_copy.int)
 def _select(a, dim, index):
     x = value(a)
