@@ -169,7 +169,7 @@ def _sigmoid(a):
 NEG = _u("neg", np.negative, C.negate, T.negate, J.exact("jnp.negative"))
 ABS = _u("abs", np.absolute, C.absolute, T.absolute, J.exact("jnp.abs"))
 EXP = _u("exp", np.exp, C.float_only("lz_expf", "lz_exp"), T.float_only("lzm.exp"),
-         J.float_only("jnp.exp"), cost=COSTLY)
+         J.float_only("lzj.exp"), cost=COSTLY)
 LOG = _u("log", np.log, C.float_only("lz_logf", "lz_log"), T.float_only("lzm.log"),
          J.float_only("jnp.log"), cost=COSTLY)
 LOG1P = _u("log1p", np.log1p, C.float_only("lz_log1pf", "lz_log1p"), T.float_only("lzm.log1p"),

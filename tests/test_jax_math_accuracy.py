@@ -119,14 +119,13 @@ def test_jax_float32_function_is_within_1_ulp_of_the_correctly_rounded_value(x32
     assert d[worst] <= 1, f"{name}({x32[worst]!r}) = {y[worst]!r}: {d[worst]} ULP"
 
 
-@pytest.mark.xfail(strict=True, reason="the op lowers to XLA's exp (4 ULP at x in [88.7, "
-                   "88.72]): tests/test_jax_backend.py pins jnp.exp in the kernel source")
 def test_jax_float32_exp_through_the_op_table_is_within_1_ulp(x32):
+    """lzj.exp (XLA's float32 exp is 4 ULP off at x in [88.7, 88.72])."""
     assert distance_allowing_flush(run_jax("exp", x32), np.exp, x32).max() <= 1
 
 
 def test_jax_float32_exp_in_float64_is_within_1_ulp(x32):
-    """lzj.exp, ready for the lowering once that test names it."""
+    """lzj.exp itself, outside the op table."""
     from lazyrt.kernels import jax_math as lzj
     with jax.enable_x64(True):
         y = np.asarray(jax.jit(lzj.exp)(x32))
@@ -156,7 +155,7 @@ def test_jax_float32_binary_function_is_within_1_ulp(name, ref):
     assert d[worst] <= 1, f"{name}({a[worst]!r}, {b[worst]!r}) = {y[worst]!r}: {d[worst]} ULP"
 
 
-@pytest.mark.parametrize("name", [n for n in UNARY if n != "exp"])  # exp: xfail above
+@pytest.mark.parametrize("name", [n for n in UNARY if n != "exp"])  # exp: its own test above
 def test_jax_float32_special_values_match_numpy(name):
     """The IEEE edges (signed zeros, infinities, NaN, overflow and saturation
     points) as NumPy's float32 loop, bit for bit up to 1 ULP; subnormals aside."""
