@@ -94,12 +94,14 @@ def _whole(src, n):
     return len(src) == n and bool((src == np.arange(n)).all())
 
 
-def gather_windows(x, sources, out, kernel, fill=0):
+def gather_windows(x, sources, out, kernel, fill=0, lead=None):
     """(N, C, *S) read along each spatial axis at ``sources[i]`` (an (out_i *
     kernel_i,) integer table; -1 reads ``fill``: padding, a masked tap), as
     (N, C, O0, K0, O1, K1, ...). One fused gather per axis; an axis read
-    whole, in order, is left alone."""
-    lead = x.ndim - len(out)
+    whole, in order, is left alone. ``lead``: the first spatial axis, when
+    axes follow them ((N, *S, C) gives (N, O0, K0, ..., C))."""
+    lead = x.ndim - len(out) if lead is None else lead
+    tail = x.shape[lead + len(out):]
     for i, src in enumerate(sources):
         axis = lead + i
         if _whole(src, x.shape[axis]):
@@ -112,7 +114,7 @@ def gather_windows(x, sources, out, kernel, fill=0):
     shape = list(x.shape[:lead])
     for o, k in zip(out, kernel):
         shape += [o, k]
-    return reshape(x, tuple(shape))
+    return reshape(x, tuple(shape) + tuple(tail))
 
 
 def scatter_windows(cols, sources, size, out, kernel):
@@ -160,12 +162,28 @@ def _patches(name, x, wshape, stride, padding, dilation, groups):
     out = _out_sizes(name, x.shape[2:], kernel, stride, pads, dilation)
     sources = [_conv_sources(n, o, k, st, d, b) for n, o, k, st, d, (b, _)
                in zip(x.shape[2:], out, kernel, stride, dilation, pads)]
-    cols = gather_windows(x, sources, out, kernel)
-    # (N, C, O0, K0, ...) -> (N, O0.., C, K0..) -> (G, N*O, C/G*K)
-    perm = [0] + [2 + 2 * i for i in range(nd)] + [1] + [3 + 2 * i for i in range(nd)]
-    rows = x.shape[0] * math.prod(out)
-    cols = reshape(permute(cols, perm), (rows, groups, wshape[1] * math.prod(kernel)))
-    return permute(cols, (1, 0, 2)), out
+    return _rows(_channels_last(x), sources, out, kernel, groups), out
+
+
+def _channels_last(x):
+    """(N, C, *S) -> (N, *S, C): a window's taps then read whole channel rows."""
+    return permute(x, (0,) + tuple(range(2, x.ndim)) + (1,))
+
+
+def _rows(xc, sources, out, kernel, groups):
+    """Patch rows of a channels-last (N, *S, C) tensor: (G, N * prod(out),
+    prod(kernel) * C/G), each row the window's taps in order, channels
+    innermost (each tap a contiguous run of channels: a row copy)."""
+    nd = len(out)
+    cols = gather_windows(xc, sources, out, kernel, lead=1)         # N O0 K0 .. C
+    n, c = xc.shape[0], xc.shape[-1]
+    perm = [0] + [1 + 2 * i for i in range(nd)] + [2 + 2 * i for i in range(nd)] + [2 * nd + 1]
+    rows, taps = n * math.prod(out), math.prod(kernel)
+    cols = permute(cols, perm)                                         # N O.. K.. C
+    if groups == 1:
+        return reshape(cols, (1, rows, taps * c))
+    cols = reshape(cols, (rows, taps, groups, c // groups))
+    return reshape(permute(cols, (2, 0, 1, 3)), (groups, rows, taps * (c // groups)))
 
 
 def _product(a, b):
@@ -179,8 +197,12 @@ def _product(a, b):
 
 
 def _grouped_weight(weight, groups):
-    """(O, C/G, *K) as (G, O/G, C/G * prod(K))."""
-    return reshape(weight, (groups, weight.shape[0] // groups, math.prod(weight.shape[1:])))
+    """(O, C/G, *K) as (G, O/G, prod(K) * C/G), the patch rows' order."""
+    o, cg, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
+    nd = len(kernel)
+    w = reshape(weight, (groups, o // groups, cg) + kernel)
+    w = permute(w, (0, 1) + tuple(range(3, 3 + nd)) + (2,))           # G Og K.. Cg
+    return reshape(w, (groups, o // groups, math.prod(kernel) * cg))
 
 
 def _to_channels_first(y, n, out):
@@ -233,18 +255,13 @@ def conv_input_grad(grad, weight, input_shape, stride=1, padding=0, dilation=1, 
     size, out = list(input_shape[2:]), list(grad.shape[2:])
     sources = [_transposed_sources(n, o, k, st, d, b) for n, o, k, st, d, (b, _)
                in zip(size, out, kernel, stride, dilation, pads)]
-    cols = gather_windows(grad, sources, size, kernel)                 # N O S0 K0 ..
     n, o, cg = grad.shape[0], weight.shape[0], weight.shape[1]
     og = o // groups
-    perm = [0] + [2 + 2 * i for i in range(nd)] + [1] + [3 + 2 * i for i in range(nd)]
-    rows = n * math.prod(size)
-    cols = permute(reshape(permute(cols, perm), (rows, groups, og * math.prod(kernel))),
-                   (1, 0, 2))                                          # G, N*S, Og*K
-    # weight (G*Og, Cg, *K) -> (G, Og, *K flipped, Cg): rows match cols' (Og, K)
-    w = reshape(weight, (groups, og, cg) + kernel)
-    w = flip(w, axis=tuple(range(3, 3 + nd)))
-    w = reshape(permute(w, (0, 1) + tuple(range(3, 3 + nd)) + (2,)),
-                (groups, og * math.prod(kernel), cg))
+    cols = _rows(_channels_last(grad), sources, size, kernel, groups)  # G, N*S, K*Og
+    # weight (G*Og, Cg, *K) -> (G, *K flipped, Og, Cg): rows match cols' (K, Og)
+    w = flip(reshape(weight, (groups, og, cg) + kernel), axis=tuple(range(3, 3 + nd)))
+    w = reshape(permute(w, (0,) + tuple(range(3, 3 + nd)) + (1, 2)),
+                (groups, math.prod(kernel) * og, cg))
     y = _product(cols, astype(w, cols.dtype))                          # G, N*S, Cg
     return _to_channels_first(y, n, size)
 
@@ -254,8 +271,12 @@ def conv_weight_grad(x, grad, weight_shape, stride=1, padding=0, dilation=1, gro
     x, grad = as_tensor(x), as_tensor(grad)
     cols, _ = _patches("conv", x, tuple(weight_shape), stride, padding, dilation, groups)
     gw = _product(permute(cols, (0, 2, 1)), _from_channels_first(astype(grad, cols.dtype),
-                                                                 groups))
-    return reshape(permute(gw, (0, 2, 1)), tuple(weight_shape))      # (G, O/G, C/G*K)
+                                                                 groups))  # G, K*Cg, Og
+    o, cg, kernel = weight_shape[0], weight_shape[1], tuple(weight_shape[2:])
+    nd = len(kernel)
+    gw = reshape(gw, (groups,) + kernel + (cg, o // groups))
+    gw = permute(gw, (0, nd + 2, nd + 1) + tuple(range(1, nd + 1)))   # G Og Cg K..
+    return reshape(gw, tuple(weight_shape))
 
 
 def conv_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
