@@ -181,6 +181,13 @@ def pow_generic(a, b):
 
 
 @triton.jit
+def recip_rn(x):
+    """1 / x (float32) correctly rounded: float32 ``/`` is the approximate
+    div.full.f32 on NVIDIA GPUs, and the interpreter's division is exact."""
+    return tl.math.div_rn(tl.full(x.shape, 1.0, tl.float32), x)
+
+
+@triton.jit
 def mul_combine(a, b):
     return a * b
 

@@ -82,7 +82,7 @@ SUB = _b("sub", np.subtract, C.wrap_int("-"), T.arith("-"),
          J.arith("jnp.subtract", "jnp.logical_xor"))
 MUL = _b("mul", np.multiply, C.wrap_int("*"), T.arith("*"),
          J.arith("jnp.multiply", "jnp.logical_and"))
-TRUEDIV = _b("truediv", np.true_divide, C.infix("/"), T.infix("/"),
+TRUEDIV = _b("truediv", np.true_divide, C.infix("/"), T.truediv,
              J.fn("lzj.divide"), cost=DIVIDES)
 FLOORDIV = _b("floordiv", np.floor_divide, C.divmod_("floordiv"), T.divmod_("floordiv"),
               J.divmod_("floordiv"),

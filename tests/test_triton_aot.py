@@ -178,6 +178,14 @@ def test_fma_contraction_is_off_in_every_launch_and_in_the_compiled_kernel(aot_b
     assert all(c.fma == 0 for c in sm90(program.record.kernels[0]).configs)
 
 
+def test_float_division_compiles_to_ieee_division_not_the_approximate_one(aot_backend):
+    """float32 ``/`` (and 1 / x, rsqrt) is the 2-ULP div.full.f32 on NVIDIA GPUs;
+    the interpreter divides exactly, so the generated code says div_rn."""
+    program, _ = compile_only(aot_backend, lambda a, b: a / b + lr.reciprocal(a) + lr.rsqrt(b),
+                              rand(64) + 1.0, rand(64) + 1.0)
+    assert all(c.approx_div == 0 for c in sm90(program.record.kernels[0]).configs)
+
+
 # --- the golden patterns at their benchmark sizes do not spill on sm_90 ------------------
 
 def _golden_cases():

@@ -106,6 +106,9 @@ class ConfigResources(NamedTuple):
     spill_stores: int     # bytes (ptxas)
     spill_loads: int      # bytes (ptxas)
     fma: int              # fma instructions in the PTX (the contraction policy shows here)
+    #: approximate float32 divisions (div.full / div.approx) in the PTX: the interpreter
+    #: divides exactly, so generated code divides by div_rn
+    approx_div: int = 0
 
 
 class TargetResources(NamedTuple):
@@ -338,7 +341,9 @@ def compile_request(req: dict, _modules={}) -> dict:
         out.append({"config": what, "regs": int(regs.group(1)),
                     "shared": int(kernel.metadata.shared),
                     "spill_stores": int(spills.group(1)), "spill_loads": int(spills.group(2)),
-                    "fma": len(re.findall(r"^\s*fma\.", kernel.asm["ptx"], re.M))})
+                    "fma": len(re.findall(r"^\s*fma\.", kernel.asm["ptx"], re.M)),
+                    "approx_div": len(re.findall(r"^\s*div\.(full|approx)\.", kernel.asm["ptx"],
+                                                 re.M))})
     return {"ok": True, "configs": out}
 
 
