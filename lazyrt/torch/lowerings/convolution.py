@@ -2,8 +2,9 @@
 with their backwards, adaptive average pooling) and resampling (nearest,
 nearest-exact, (bi/tri)linear upsampling and their backwards) as lazyrt's
 gather-based windows and matmuls (:mod:`lazyrt.api.convolution`,
-:mod:`lazyrt.api.upsample`), so a CNN's (or a U-Net's) step stays one graph. float16 and bfloat16 compute in float32 and round once, as eager's CPU
-kernels accumulate."""
+:mod:`lazyrt.api.upsample`), so a CNN's (or a U-Net's) step stays one graph.
+float16 and bfloat16 compute in float32 and round once, as eager's CPU kernels
+accumulate."""
 from __future__ import annotations
 
 import torch
