@@ -147,13 +147,21 @@ def _u(name, ufunc, c, triton, jax, like=None, doc="", cost=CHEAP):
                 cost, c, triton, jax)
 
 
-def _erf(a):
-    try:
-        from scipy.special import erf
-        return erf(a).astype(a.dtype, copy=False)
-    except ImportError:
-        out = np.vectorize(math.erf, otypes=[np.float64])(a.astype(np.float64))
-        return out.astype(a.dtype, copy=False)
+def _special(name):
+    """scipy.special's ``name`` in the input's dtype (Python's math.``name``,
+    element by element in float64, where SciPy is not installed)."""
+    def ref(a):
+        try:
+            import scipy.special
+            return getattr(scipy.special, name)(a).astype(a.dtype, copy=False)
+        except ImportError:
+            out = np.vectorize(getattr(math, name), otypes=[np.float64])(a.astype(np.float64))
+            return out.astype(a.dtype, copy=False)
+    ref.__name__ = name
+    return ref
+
+
+_erf, _erfc = _special("erf"), _special("erfc")
 
 
 def _rsqrt(a):
@@ -195,15 +203,6 @@ SIGMOID = _u("sigmoid", _sigmoid, C.float_only("lz_sigmoidf", "lz_sigmoid"),
 ERF = _u("erf", _erf, C.float_only("lz_erff", "lz_erf"), T.float_only("lzm.erf"),
          J.float_only("lzj.erf"),
          like=np.exp, cost=COSTLY)
-
-
-def _erfc(a):
-    try:
-        from scipy.special import erfc
-        return erfc(a).astype(a.dtype, copy=False)
-    except ImportError:
-        out = np.vectorize(math.erfc, otypes=[np.float64])(a.astype(np.float64))
-        return out.astype(a.dtype, copy=False)
 
 
 def _softplus(a):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import shutil
 import subprocess
 
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 from lazyrt.backends.c_compiler import CCompiler
+from test_c_math import unvectorized
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
                                 reason="no C compiler")
@@ -321,12 +321,4 @@ def test_float64_functions_vectorize_with_the_backends_flags(tmp_path):
     lines.append("#pragma omp simd")
     lines.append(f"  for (long i = 0; i < n; i++) y[i] = {body}; }}")
     where[len(lines)] = "all of them in one loop"
-    src = tmp_path / "vec.c"
-    src.write_text("\n".join(lines) + "\n")
-    cc = CCompiler(cache_dir=str(tmp_path))
-    out = subprocess.run([os.environ.get("CC", "cc"), *cc.flags, "-fopt-info-vec-optimized",
-                          "-o", str(tmp_path / "vec.so"), str(src)],
-                         capture_output=True, text=True, check=True).stderr
-    done = {where[int(m)] for m in re.findall(r"vec\.c:(\d+):\d+: optimized: loop vectorized", out)
-            if int(m) in where}
-    assert sorted(set(where.values()) - done) == []
+    assert unvectorized(lines, where, tmp_path) == []
