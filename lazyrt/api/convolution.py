@@ -149,7 +149,7 @@ def _check_conv(name, x, wshape, groups):
 
 
 def _patches(name, x, wshape, stride, padding, dilation, groups):
-    """The patch matrix (G, N * prod(out), C/G * prod(kernel)) and the output sizes."""
+    """The patch rows (G, N * prod(out), prod(kernel) * C/G) and the output sizes."""
     nd = _check_conv(name, x, wshape, groups)
     kernel = tuple(wshape[2:])
     stride = _tuple(name, "stride", stride, nd)
