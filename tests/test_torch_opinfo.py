@@ -39,7 +39,8 @@ NOT_NATIVE: set = set()
 #: (their lowerings say which: indexing.py, fmod of floats): their samples must match
 #: eager either way
 PARTIAL = {"gather", "scatter_add", "scatter", "index_put", "fmod", "index_add", "index",
-           "embedding", "nn.functional.embedding", "index_copy", "index_fill", "take"}
+           "embedding", "nn.functional.embedding", "index_copy", "index_fill", "take", "addmv",
+           "searchsorted", "bucketize", "narrow_copy"}
 
 
 def _lowered_names():

@@ -8,7 +8,7 @@ import torch
 
 from ... import _recorder_shapes as S
 from ...api import reductions as RD
-from ..operands import down, opmath, operand, up, value
+from ..operands import REDUCED_PRECISION, down, opmath, operand, up, value
 from ..registry import register_lowering
 from ..tensor import raw
 
@@ -54,6 +54,14 @@ def _addbmm(bias, a, b, *, beta=1, alpha=1):
     return out.value
 
 
+def _addmv(bias, a, b, *, beta=1, alpha=1):
+    """``addmv`` as ``addmm``; in float16/bfloat16 eager's gemv rounds in an order
+    of its own (one float16 ulp away from a single rounding): the fallback's."""
+    if a.dtype in REDUCED_PRECISION:
+        return NotImplemented
+    return _addmm(bias, a, b, beta=beta, alpha=alpha)
+
+
 def _scaled_sum(bias, prod, beta, alpha, a):
     """``beta * bias + alpha * prod``, rounded once to ``a``'s dtype (eager's gemm).
     With nothing to sum over, eager's ``addmm`` scales ``bias`` by ``beta`` in the
@@ -71,6 +79,6 @@ def _scaled_sum(bias, prod, beta, alpha, a):
 for _op, _fn in ((aten.mm.default, _mm("mm")), (aten.bmm.default, _mm("bmm")),
                  (aten.dot.default, _mm("dot")), (aten.mv.default, _mm("mv")),
                  (aten.addmm.default, _addmm), (aten.baddbmm.default, _addmm),
-                 (aten.addmv.default, _addmm),
+                 (aten.addmv.default, _addmv),
                  (aten.addbmm.default, _addbmm)):
     register_lowering(_op)(_fn)
