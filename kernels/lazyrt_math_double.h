@@ -57,39 +57,6 @@
 #ifndef LAZYRT_MATH_DOUBLE_H
 #define LAZYRT_MATH_DOUBLE_H
 
-/* ---- float64 log ------------------------------------------------------------ */
-
-/* log in double, vectorizable: x = 2^k m, m in [sqrt(2)/2, sqrt(2)) by integer
- * subtraction (f = m - 1 exact; subnormals scaled by 2^54 first), s = f/(2+f),
- * log(1+f) = f - (f^2/2 - s (f^2/2 + R)) with R = sum 2 s^2j/(2j+1), j = 1..10
- * (truncation below 2^-56 of the result for |s| <= 0.1716), and k ln2 in
- * fdlibm's two parts. Below 1 ULP (tests/test_c_math.py); libm's specials. */
-LZ_INLINE double lz_log(double x)
-{
-    int sub = x < 0x1p-1022;
-    uint64_t ix = lz__asuint64(lz__sel(sub, x * 0x1p54, x));
-    uint64_t t = ix - 0x3fe6a09e667f3bcdULL;
-    int64_t k = (int64_t)t >> 52;
-    double f = lz__asdouble((t & 0x000fffffffffffffULL) + 0x3fe6a09e667f3bcdULL) - 1.0;
-    double kd = (double)k - lz__sel(sub, 54.0, 0.0);
-    double s = f / (2.0 + f);
-    double z = s * s;
-    double r = 2.0 / 21.0;
-    r = r * z + 2.0 / 19.0;
-    r = r * z + 2.0 / 17.0;
-    r = r * z + 2.0 / 15.0;
-    r = r * z + 2.0 / 13.0;
-    r = r * z + 2.0 / 11.0;
-    r = r * z + 2.0 / 9.0;
-    r = r * z + 2.0 / 7.0;
-    r = r * z + 2.0 / 5.0;
-    r = r * z + 2.0 / 3.0;
-    r *= z;
-    double hfsq = 0.5 * f * f;
-    double y = kd * 0x1.62e42feep-1 + (f - (hfsq - (s * (hfsq + r) + kd * 0x1.a39ef35793c76p-33)));
-    double special = lz__sel(x == 0.0, -INFINITY, lz__sel(x == INFINITY, INFINITY, NAN));
-    return lz__sel((x > 0.0) & (x < INFINITY), y, special);
-}
 /* ---- double-double helpers (exact error terms; -std=c11 never contracts) -- */
 
 /* s + *e == a + b exactly, any magnitudes (Knuth's two-sum) */
@@ -188,17 +155,9 @@ LZ_INLINE double lz__log_reduce(double x, double *kd)
     return lz__asdouble((t & 0x000fffffffffffffULL) + 0x3fe6a09e667f3bcdULL) - 1.0;
 }
 
-/* log(1 + f) = hi + *lo for an exact f in [-0.293, 0.415]: 2 atanh(s) with
- * s = f/(2+f) kept as s + sl (the division's exact remainder by FMA), and
- * 2s + s R(s^2), R = sum 2 s^2j/(2j+1), j = 1..10 (truncation below 2^-60;
- * s R is at most 1% of the result, so its rounding costs < 2^-59). */
-LZ_INLINE double lz__log1p_f(double f, double *lo)
+/* R(z) = sum 2 z^j / (2j + 1), j = 1..10: 2 atanh(s) = 2s + s R(s^2) */
+LZ_INLINE double lz__log_series(double z)
 {
-    double d = 2.0 + f;
-    double dl = f - (d - 2.0);                      /* Fast2Sum: 2 >= |f| */
-    double s = f / d;
-    double sl = (__builtin_fma(-s, d, f) - s * dl) / d;
-    double z = s * s;
     double r = 2.0 / 21.0;
     r = r * z + 2.0 / 19.0;
     r = r * z + 2.0 / 17.0;
@@ -209,7 +168,20 @@ LZ_INLINE double lz__log1p_f(double f, double *lo)
     r = r * z + 2.0 / 7.0;
     r = r * z + 2.0 / 5.0;
     r = r * z + 2.0 / 3.0;
-    double c = s * (r * z);
+    return r * z;
+}
+
+/* log(1 + f) = hi + *lo for an exact f in [-0.293, 0.415]: 2 atanh(s) with
+ * s = f/(2+f) kept as s + sl (the division's exact remainder by FMA), and
+ * 2s + s R(s^2), R = sum 2 s^2j/(2j+1), j = 1..10 (truncation below 2^-60;
+ * s R is at most 1% of the result, so its rounding costs < 2^-59). */
+LZ_INLINE double lz__log1p_f(double f, double *lo)
+{
+    double d = 2.0 + f;
+    double dl = f - (d - 2.0);                      /* Fast2Sum: 2 >= |f| */
+    double s = f / d;
+    double sl = (__builtin_fma(-s, d, f) - s * dl) / d;
+    double c = s * lz__log_series(s * s);
     double hi = 2.0 * s + c;
     *lo = ((2.0 * s - hi) + c) + 2.0 * sl;          /* Fast2Sum: |2s| >= |c| */
     return hi;
@@ -220,6 +192,20 @@ LZ_INLINE double lz__log_special(double x, double y)
 {
     double special = lz__sel(x == 0.0, -INFINITY, lz__sel(x == INFINITY, INFINITY, NAN));
     return lz__sel((x > 0.0) & (x < INFINITY), y, special);
+}
+
+/* log in double, vectorizable, in one precision (log is hot; log2/log10 below
+ * need the double-double form): x = 2^k (1 + f) (lz__log_reduce), s = f/(2+f),
+ * log(1+f) = f - (f^2/2 - s (f^2/2 + R(s^2))), and k ln2 in fdlibm's two parts
+ * (truncation below 2^-56). Below 1 ULP (tests/test_c_math.py); libm's specials. */
+LZ_INLINE double lz_log(double x)
+{
+    double kd, f = lz__log_reduce(x, &kd);
+    double s = f / (2.0 + f);
+    double r = lz__log_series(s * s);
+    double hfsq = 0.5 * f * f;
+    double y = kd * 0x1.62e42feep-1 + (f - (hfsq - (s * (hfsq + r) + kd * 0x1.a39ef35793c76p-33)));
+    return lz__log_special(x, y);
 }
 
 /* ---- float64 functions on the double-double cores (vectorizable) -------- */
