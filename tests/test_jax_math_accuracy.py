@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import lazyrt as lr
+from float32_ulps import binary_pairs, stratified_float32, ulp_distance
 
 jax = pytest.importorskip("jax", reason="JAX is not installed: the jax backend is absent")
 scipy_special = pytest.importorskip("scipy.special")
@@ -46,28 +47,7 @@ TINY = np.float32(2.0 ** -126)
 
 
 def float32_sample(per_stratum=8192, seed=0):
-    """``per_stratum`` random mantissas under each of the 512 sign-exponent patterns
-    (NaN payloads and subnormals included), then the special values."""
-    rng = np.random.default_rng(seed)
-    top = np.repeat(np.arange(512, dtype=np.uint32), per_stratum) << np.uint32(23)
-    bits = top | rng.integers(0, 1 << 23, top.size, dtype=np.uint32)
-    return np.concatenate([bits.view(np.float32), SPECIALS])
-
-
-def _ordered(y):
-    """float32 bits as integers in the order of the values (-0 and +0 both 0)."""
-    i = y.view(np.int32).astype(np.int64)
-    return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
-
-def ulp_distance(y, ref):
-    """How many float32 values lie between ``y`` and ``ref``; NaN vs NaN is 0,
-    NaN vs a number infinite."""
-    y = np.asarray(y, np.float32)
-    ref = np.asarray(ref, np.float32)
-    d = np.abs(_ordered(y) - _ordered(ref)).astype(np.float64)
-    yn, rn = np.isnan(y), np.isnan(ref)
-    return np.where(yn | rn, np.where(yn & rn, 0.0, np.inf), d)
+    return stratified_float32(per_stratum, seed, SPECIALS)
 
 
 def _flush(v):
@@ -134,17 +114,7 @@ def test_jax_float32_exp_in_float64_is_within_1_ulp(x32):
 
 
 def _pairs(n=1 << 20, seed=3):
-    """atan2: two independent stratified samples. pow: random bits, then bases with
-    exponents chosen so that the result lands in float32's range (|y log2 x| < 150),
-    then the same with integer exponents and negative bases."""
-    rng = np.random.default_rng(seed)
-    a = rng.permutation(float32_sample(n >> 9, seed))[:n]
-    b = rng.permutation(float32_sample(n >> 9, seed + 1))[:n]
-    base = np.abs(rng.permutation(a))
-    with np.errstate(all="ignore"):
-        expo = (rng.uniform(-150, 128, n) / np.log2(base.astype(np.float64))).astype(np.float32)
-    return {"atan2": (a, b), "pow": (np.concatenate([a, base, -base]),
-                                     np.concatenate([b, expo, np.round(expo)]))}
+    return binary_pairs(n, seed, float32_sample)
 
 
 @pytest.mark.parametrize("name,ref", [("atan2", np.arctan2), ("pow", np.power)])

@@ -43,6 +43,7 @@ import triton.language as tl  # noqa: E402
 from lazyrt import dtypes as D  # noqa: E402
 from lazyrt import ops  # noqa: E402
 from lazyrt.kernels import triton_math as lzm  # noqa: E402
+from float32_ulps import binary_pairs, stratified_float32, ulp_distance  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="measures the interpreter's run of the helpers")
@@ -61,23 +62,7 @@ SPECIALS = np.array(
 
 
 def float32_sample(per_stratum=2048, seed=0):
-    """``per_stratum`` random mantissas under each of the 512 sign-exponent patterns
-    (NaN payloads and subnormals included), then the special values."""
-    rng = np.random.default_rng(seed)
-    top = np.repeat(np.arange(512, dtype=np.uint32), per_stratum) << np.uint32(23)
-    bits = top | rng.integers(0, 1 << 23, top.size, dtype=np.uint32)
-    return np.concatenate([bits.view(np.float32), SPECIALS])
-
-
-def ulp_distance(y, ref):
-    """How many float32 values lie between ``y`` and ``ref`` (-0 and +0: none);
-    NaN vs NaN is 0, NaN vs a number infinite."""
-    def ordered(v):
-        i = np.asarray(v, np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-    d = np.abs(ordered(y) - ordered(ref)).astype(np.float64)
-    yn, rn = np.isnan(y), np.isnan(ref)
-    return np.where(yn | rn, np.where(yn & rn, 0.0, np.inf), d)
+    return stratified_float32(per_stratum, seed, SPECIALS)
 
 
 def reference(fn, *args):
@@ -162,17 +147,7 @@ def test_triton_float32_helper_keeps_signed_zeros_infinities_and_nan(name):
 
 
 def _pairs(n=1 << 19, seed=3):
-    """atan2: two independent stratified samples. pow: random bits, then bases with
-    exponents chosen so that the result lands in float32's range (|y log2 x| < 150),
-    then the same with integer exponents and negative bases."""
-    rng = np.random.default_rng(seed)
-    a = rng.permutation(float32_sample(n >> 9, seed))[:n]
-    b = rng.permutation(float32_sample(n >> 9, seed + 1))[:n]
-    base = np.abs(rng.permutation(a))
-    with np.errstate(all="ignore"):
-        expo = (rng.uniform(-150, 128, n) / np.log2(base.astype(np.float64))).astype(np.float32)
-    return {"atan2": (a, b), "pow": (np.concatenate([a, base, -base]),
-                                     np.concatenate([b, expo, np.round(expo)]))}
+    return binary_pairs(n, seed, float32_sample)
 
 
 @pytest.mark.parametrize("name,ref,helper", [("atan2", np.arctan2, lzm.atan2),
