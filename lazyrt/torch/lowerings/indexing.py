@@ -176,7 +176,8 @@ def _several_indices(x, indices):
             t = S.where(t < runtime_scalar(0, D.INT64), t + n, t)  # checked, not yet wrapped
             flat = t if flat is None else flat * n + t
         return V.broadcast_to(flat, common)
-    return d, k, C.full(common, 0, D.int64), check
+    # the index's shape stands in for it until check() records it (nothing recorded here)
+    return d, k, np.broadcast_to(np.int64(0), common), check
 
 
 def _merged(x, d, k):
